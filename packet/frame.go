@@ -23,12 +23,14 @@ const (
 
 // Framing errors.
 var (
-	ErrNotIP      = errors.New("roce: not an IPv4 or IPv6 frame")
-	ErrIPOptions  = errors.New("roce: IPv4 header has options")
-	ErrNotUDP     = errors.New("roce: not UDP")
-	ErrNotRoCE    = errors.New("roce: UDP destination port is not 4791")
-	ErrFragmented = errors.New("roce: IP fragment")
-	ErrBadLength  = errors.New("roce: IP or UDP length does not match the frame")
+	ErrNotIP       = errors.New("roce: not an IPv4 or IPv6 frame")
+	ErrIPOptions   = errors.New("roce: IPv4 header has options")
+	ErrNotUDP      = errors.New("roce: not UDP")
+	ErrNotRoCE     = errors.New("roce: UDP destination port is not 4791")
+	ErrFragmented  = errors.New("roce: IP fragment")
+	ErrBadLength   = errors.New("roce: IP or UDP length does not match the frame")
+	ErrIPChecksum  = errors.New("roce: bad IPv4 header checksum")
+	ErrUDPChecksum = errors.New("roce: bad UDP checksum")
 )
 
 // Addressing is the IP and UDP framing of a RoCE v2 packet. Src and Dst are
@@ -76,7 +78,7 @@ func (a *Addressing) AppendIPUDP(dst []byte, payloadLen int) []byte {
 		ip[8] = a.HopLimit
 		ip[9] = 17
 		ip[10], ip[11] = 0, 0
-		s, d := a.Src.Unmap().As4(), a.Dst.Unmap().As4()
+		s, d := as4(a.Src), as4(a.Dst)
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
 		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
@@ -101,6 +103,15 @@ func (a *Addressing) AppendIPUDP(dst []byte, payloadLen int) []byte {
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0, 0
 	return dst
+}
+
+// as4 returns the IPv4 form of a, or 0.0.0.0 when a is not IPv4 (a
+// mismatched Addressing must not panic).
+func as4(a netip.Addr) [4]byte {
+	if a = a.Unmap(); a.Is4() {
+		return a.As4()
+	}
+	return [4]byte{}
 }
 
 func ipv4Checksum(h []byte) uint16 {
@@ -202,7 +213,11 @@ func (f *Frame) Addressing() Addressing {
 
 // ParseFrame parses an Ethernet II frame (optionally with one 802.1Q tag)
 // carrying RoCE v2. Trailing Ethernet padding is ignored.
-func ParseFrame(b []byte, f *Frame) error {
+func ParseFrame(b []byte, f *Frame) error { return parseFrame(b, f, true) }
+
+// parseFrame is ParseFrame; verify says whether to check the IPv4 header and
+// UDP checksums.
+func parseFrame(b []byte, f *Frame, verify bool) error {
 	if len(b) < EthernetLen {
 		return ErrTruncated
 	}
@@ -218,7 +233,7 @@ func ParseFrame(b []byte, f *Frame) error {
 	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
 		return ErrNotIP
 	}
-	if err := ParseIP(b[off+2:], f); err != nil {
+	if err := parseIP(b[off+2:], f, verify); err != nil {
 		return err
 	}
 	f.Eth = b[:off+2]
@@ -226,8 +241,13 @@ func ParseFrame(b []byte, f *Frame) error {
 }
 
 // ParseIP parses an IP packet carrying RoCE v2, starting at its IP header.
-// Bytes past the IP total length are ignored.
-func ParseIP(b []byte, f *Frame) error {
+// Bytes past the IP total length are ignored. It drops what the Linux IP and
+// UDP layers would drop before rxe sees it: a bad IPv4 header checksum, a
+// non-zero UDP checksum that does not verify, fragments, inconsistent
+// lengths. It does not check the ICRC (see Frame.ICRCOK).
+func ParseIP(b []byte, f *Frame) error { return parseIP(b, f, true) }
+
+func parseIP(b []byte, f *Frame, verify bool) error {
 	if len(b) < 1 {
 		return ErrTruncated
 	}
@@ -268,6 +288,12 @@ func ParseIP(b []byte, f *Frame) error {
 	}
 	if int(binary.BigEndian.Uint16(u[4:])) != total-ipLen {
 		return ErrBadLength
+	}
+	if verify && ipLen == IPv4Len && !ipv4HeaderOK(b[:IPv4Len]) {
+		return ErrIPChecksum
+	}
+	if verify && !udpChecksumOK(b[:ipLen], b[ipLen:]) {
+		return ErrUDPChecksum
 	}
 	f.Eth = nil
 	f.IP = b[:ipLen]

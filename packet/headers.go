@@ -151,34 +151,41 @@ func (b IETH) Encode(rkey uint32) { be.PutUint32(b, rkey) }
 // DETH is a view of the 8-byte Datagram Extended Transport Header.
 type DETH []byte
 
-// DETHFields: the queue key and the 24-bit source QP number.
+// DETHFields: the queue key and the 24-bit source QP number. Resv keeps the
+// reserved byte 4 so that a decoded header re-encodes to identical bytes.
 type DETHFields struct {
 	QKey  uint32
+	Resv  uint8
 	SrcQP uint32
 }
 
-func (b DETH) QKey() uint32       { return be.Uint32(b) }
-func (b DETH) SrcQP() uint32      { return be.Uint32(b[4:]) & 0xFFFFFF }
-func (b DETH) Fields() DETHFields { return DETHFields{b.QKey(), b.SrcQP()} }
+func (b DETH) QKey() uint32  { return be.Uint32(b) }
+func (b DETH) SrcQP() uint32 { return be.Uint32(b[4:]) & 0xFFFFFF }
+func (b DETH) Fields() DETHFields {
+	return DETHFields{QKey: b.QKey(), Resv: b[4], SrcQP: b.SrcQP()}
+}
 func (b DETH) Encode(f *DETHFields) {
 	be.PutUint32(b, f.QKey)
-	be.PutUint32(b[4:], f.SrcQP&0xFFFFFF)
+	be.PutUint32(b[4:], uint32(f.Resv)<<24|f.SrcQP&0xFFFFFF)
 }
 
 // FETH is a view of the 4-byte FLUSH Extended Transport Header (IBTA 1.5).
 type FETH []byte
 
-// FETHFields: selectivity level (bits 3:2 of the last byte) and placement
-// type (bits 1:0), as rxe's feth_sel/feth_plt read them.
+// FETHFields: selectivity level (bits 5:4 of the big-endian word) and
+// placement type (bits 3:0), as rxe's feth_sel/feth_plt read them. Resv keeps
+// the reserved bits 31:6 (shifted down) so that a decoded header re-encodes
+// to identical bytes.
 type FETHFields struct {
-	Selectivity uint8
-	Placement   uint8
+	Resv        uint32 // 26 bits
+	Selectivity uint8  // 2 bits
+	Placement   uint8  // 4 bits
 }
 
 func (b FETH) Fields() FETHFields {
 	v := be.Uint32(b)
-	return FETHFields{Selectivity: uint8(v>>4) & 3, Placement: uint8(v) & 0xF}
+	return FETHFields{Resv: v >> 6, Selectivity: uint8(v>>4) & 3, Placement: uint8(v) & 0xF}
 }
 func (b FETH) Encode(f *FETHFields) {
-	be.PutUint32(b, uint32(f.Selectivity&3)<<4|uint32(f.Placement&0xF))
+	be.PutUint32(b, f.Resv<<6|uint32(f.Selectivity&3)<<4|uint32(f.Placement&0xF))
 }

@@ -16,12 +16,15 @@ var icrcSeed = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0
 // fields are masked to ones as IBTA annex A17 requires: IPv4 TOS, TTL and
 // header checksum; IPv6 traffic class, flow label and hop limit; the UDP
 // checksum; and BTH byte 4 (FECN, BECN, reserved).
+//
+// It returns 0 when ipudp is neither 28 nor 48 bytes long or transport is
+// shorter than a BTH; CheckICRC treats those as failures.
 func ComputeICRC(ipudp, transport []byte) uint32 {
-	var scratch [40 + 8 + BTHLen]byte
-	n := copy(scratch[:], ipudp)
-	if n != len(ipudp) || len(transport) < BTHLen {
+	if !icrcInputOK(ipudp, transport) {
 		return 0
 	}
+	var scratch [IPv6Len + UDPLen + BTHLen]byte
+	n := copy(scratch[:], ipudp)
 	ip := scratch[:n-8]
 	if len(ip) == 20 {
 		ip[1] = 0xff                // TOS
@@ -36,21 +39,58 @@ func ComputeICRC(ipudp, transport []byte) uint32 {
 	udp[6], udp[7] = 0xff, 0xff
 	copy(scratch[n:], transport[:BTHLen])
 	scratch[n+4] = 0xff
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, scratch[:n+BTHLen])
+	crc := crcUpdateSmall(icrcSeed, scratch[:n+BTHLen])
 	return crc32.Update(crc, crc32.IEEETable, transport[BTHLen:])
 }
+
+// crcUpdateSmall is crc32.Update(crc, crc32.IEEETable, p), slicing by 8.
+// ComputeICRC uses it for its on-stack scratch copy of the masked headers:
+// handing that to crc32.Update, which dispatches through a function value,
+// would make it escape and cost an allocation per packet.
+func crcUpdateSmall(crc uint32, p []byte) uint32 {
+	t := &crcSlicing8
+	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][crc>>24] ^ t[5][crc>>16&0xFF] ^ t[6][crc>>8&0xFF] ^ t[7][crc&0xFF]
+		p = p[8:]
+	}
+	for _, v := range p {
+		crc = t[0][byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
+}
+
+// crcSlicing8 holds the slicing-by-8 tables of the IEEE polynomial: entry
+// [k][i] is the CRC of byte i followed by k zero bytes.
+var crcSlicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][c&0xFF] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
 
 // SetICRC computes the ICRC of pkt (BTH through ICRC slot) and stores it in
 // the last four bytes, least significant byte first, as rxe and RNICs do.
 func SetICRC(ipudp, pkt []byte) {
 	n := len(pkt) - ICRCLen
+	if n < 0 {
+		return
+	}
 	binary.LittleEndian.PutUint32(pkt[n:], ComputeICRC(ipudp, pkt[:n]))
 }
 
-// CheckICRC reports whether the ICRC at the end of pkt is right.
+// CheckICRC reports whether the ICRC at the end of pkt is right. It is false
+// for inputs ComputeICRC cannot handle.
 func CheckICRC(ipudp, pkt []byte) bool {
 	n := len(pkt) - ICRCLen
-	if n < BTHLen {
+	if n < BTHLen || !icrcInputOK(ipudp, pkt[:n]) {
 		return false
 	}
 	return binary.LittleEndian.Uint32(pkt[n:]) == ComputeICRC(ipudp, pkt[:n])
@@ -63,4 +103,10 @@ func StoredICRC(pkt []byte) uint32 {
 		return 0
 	}
 	return binary.BigEndian.Uint32(pkt[len(pkt)-ICRCLen:])
+}
+
+// icrcInputOK reports whether ComputeICRC can work on the inputs: an IPv4
+// (no options) or IPv6 header plus UDP, and at least a BTH.
+func icrcInputOK(ipudp, transport []byte) bool {
+	return (len(ipudp) == IPv4Len+UDPLen || len(ipudp) == IPv6Len+UDPLen) && len(transport) >= BTHLen
 }

@@ -169,6 +169,9 @@ const (
 )
 
 func (k Kind) String() string {
+	if k > KindCNP {
+		return "unknown"
+	}
 	return [...]string{"unknown", "send", "write", "read-request", "read-response", "ack",
 		"atomic-ack", "compare-swap", "fetch-add", "flush", "atomic-write", "cnp"}[k]
 }

@@ -41,7 +41,12 @@ func (p *Packet) Len() int { return p.Info().HdrLen + len(p.Payload) + p.Pad() +
 
 // Decode parses the transport part of a RoCE v2 packet (the UDP payload:
 // BTH through ICRC). It checks structure only; the ICRC is verified separately
-// because it covers the IP and UDP headers. Payload aliases b.
+// because it covers the IP and UDP headers. Payload aliases b. On error the
+// fields of p are unspecified.
+//
+// Like rxe, Decode takes PadCnt bytes off the end of the payload without
+// requiring payload plus pad to be a multiple of four; such a packet
+// re-encodes with the pad its payload length calls for.
 func (p *Packet) Decode(b []byte) error {
 	if len(b) < BTHLen+ICRCLen {
 		return ErrTruncated
