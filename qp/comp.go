@@ -1,0 +1,380 @@
+package qp
+
+import (
+	"encoding/binary"
+
+	"github.com/softroce/softroce/packet"
+)
+
+// completer processes what comes back for the requests an RC QP sent (ACKs,
+// NAKs, RNR NAKs, read responses, atomic ACKs), retires send WQEs in order,
+// and runs the retransmit timer (rxe_comp.c).
+type completer struct {
+	// psn is the oldest unacknowledged PSN: the PSN the next response
+	// should carry (rxe's comp.psn).
+	psn uint32
+	// midRead: a READ's FIRST or MIDDLE response arrived; the next one is a
+	// MIDDLE or LAST (rxe's comp.opcode).
+	midRead bool
+	// Retries left (rxe's comp.retry_cnt and comp.rnr_retry); reset to the
+	// attributes on every forward progress.
+	retryCnt, rnrRetry uint8
+	// startedRetry: a go-back-N is under way, so a further PSN sequence NAK
+	// does not start another (only a timeout does).
+	startedRetry bool
+	// deadline is when the retransmit timer fires, or Never.
+	deadline Time
+}
+
+func (c *completer) reset() {
+	*c = completer{deadline: Never, retryCnt: c.retryCnt, rnrRetry: c.rnrRetry}
+}
+
+// resetRetry restores the retry counters after forward progress.
+func (q *QP) resetRetry() {
+	q.comp.retryCnt = q.attr.RetryCnt
+	q.comp.rnrRetry = q.attr.RNRRetry
+	q.comp.startedRetry = false
+}
+
+// compProgress runs after a response moved the completer forward: it
+// retires WQEs that were waiting behind the completed ones, re-arms the
+// retransmit timer while PSNs remain unacknowledged, and checks for an SQD
+// drain.
+func (q *QP) compProgress(now Time) {
+	q.retireDone()
+	if q.attr.State == Err {
+		return
+	}
+	q.comp.deadline = Never
+	if per := q.retransmitPeriod(); per != 0 && q.sendOutstanding() && !q.req.rnrWait {
+		q.comp.deadline = now + per
+	}
+}
+
+// sendOutstanding reports whether the oldest WQE has packets out that are
+// not yet acknowledged or answered.
+func (q *QP) sendOutstanding() bool {
+	if q.sq.cons == q.sq.prod {
+		return false
+	}
+	st := q.sq.at(q.sq.cons).state
+	return st == wqeProcessing || st == wqePending
+}
+
+// compCatchUp completes SEND and WRITE WQEs at the head whose packets are
+// all acknowledged already. That happens when the ACK for a message's
+// original transmission arrives while a go-back-N retry is resending it:
+// the ACK moves comp.psn past the message before the WQE is pending again,
+// and no later ACK would name its last PSN. (rxe instead completes such a
+// WQE when a duplicate ACK for exactly its last PSN arrives.)
+func (q *QP) compCatchUp(now Time) {
+	for q.sq.cons != q.sq.prod && q.attr.State != Err {
+		w := q.sq.at(q.sq.cons)
+		if w.state != wqePending || w.isReadOrAtomic() || psnDiff(q.comp.psn, w.lastPSN) <= 0 {
+			return
+		}
+		w.status = WCSuccess
+		q.completeWQE(w)
+		q.compProgress(now)
+	}
+}
+
+// compReceive processes a response packet (ACK, NAK, RNR NAK, read
+// response, atomic ACK). Like rxe's completer, it first lets a response
+// whose PSN lies past the oldest WQE acknowledge that WQE, then checks the
+// response against the WQE its PSN falls in. Responses that are stale,
+// out of order or malformed are dropped and counted; retransmission
+// recovers from them.
+func (q *QP) compReceive(now Time, in *Incoming) {
+	switch q.attr.State {
+	case RTS, SQD, SQE:
+	default:
+		q.counters.DropQPState++
+		return
+	}
+	pkt := &in.Pkt
+	psn := pkt.BTH.PSN
+	if q.cfg.Type != RC {
+		q.counters.DropBadOpcode++
+		return
+	}
+	// A response for a PSN never sent is forged or from an earlier life.
+	if psnDiff(psn, q.req.maxPSN) >= 0 {
+		q.counters.DropStale++
+		return
+	}
+	var w *sendWQE
+	for {
+		if q.sq.cons == q.sq.prod {
+			q.counters.DropStale++
+			return
+		}
+		w = q.sq.at(q.sq.cons)
+		if w.state != wqeProcessing && w.state != wqePending {
+			q.counters.DropStale++
+			return
+		}
+		if psnDiff(psn, w.lastPSN) <= 0 {
+			break
+		}
+		// The response is for a later request, so this WQE's requests
+		// all arrived: a SEND or WRITE is acknowledged; a READ or atomic
+		// lost its response, which only a retry recovers.
+		if w.state != wqePending {
+			q.counters.DropStale++
+			return
+		}
+		if w.isReadOrAtomic() {
+			q.compRetry(w, false)
+			return
+		}
+		if psnDiff(w.lastPSN, q.comp.psn) >= 0 {
+			q.comp.psn = psnAdd(w.lastPSN, 1)
+		}
+		q.comp.midRead = false
+		q.resetRetry()
+		w.status = WCSuccess
+		q.completeWQE(w)
+		q.compProgress(now)
+		if q.attr.State == Err {
+			return
+		}
+	}
+	d := psnDiff(psn, q.comp.psn)
+	if d < 0 || (d > 0 && w.isReadOrAtomic()) {
+		// Behind what is acknowledged already, or an out-of-order
+		// response inside a READ.
+		q.counters.DropStale++
+		return
+	}
+	switch pkt.Info().Kind {
+	case packet.KindReadResponse:
+		q.compReadResponse(now, w, pkt)
+	case packet.KindAtomicAck:
+		q.compAtomicAck(now, w, pkt)
+	case packet.KindAck:
+		q.compAck(now, w, pkt)
+	default:
+		q.counters.DropBadOpcode++
+	}
+}
+
+// compAck handles an ACKNOWLEDGE packet whose PSN lies in w: an ACK, an RNR
+// NAK or a NAK.
+func (q *QP) compAck(now Time, w *sendWQE, pkt *packet.Packet) {
+	psn := pkt.BTH.PSN
+	syn := pkt.AETH.Syndrome
+	switch syn.Type() {
+	case packet.AckTypeACK:
+		if w.isReadOrAtomic() {
+			// A READ or atomic is answered by its response, never by a
+			// plain ACK (rxe would complete it without data).
+			q.counters.DropStale++
+			return
+		}
+		q.resetRetry()
+		q.comp.psn = psnAdd(psn, 1)
+		if w.state == wqePending && psn == w.lastPSN {
+			w.status = WCSuccess
+			q.completeWQE(w)
+		}
+		q.compProgress(now)
+	case packet.AckTypeRNR:
+		if q.req.rnrWait {
+			// A duplicate of the RNR NAK being waited out: it must not
+			// spend another rnr_retry.
+			q.counters.DropStale++
+			return
+		}
+		q.counters.RcvdRNRErr++
+		// A NAK acknowledges the packets before the one it names.
+		q.comp.psn = psn
+		if q.comp.rnrRetry == 0 {
+			q.counters.RetryRNRExceededErr++
+			q.failWQE(w, WCRNRRetryExcErr)
+			return
+		}
+		if q.comp.rnrRetry != 7 { // 7 means retry forever
+			q.comp.rnrRetry--
+		}
+		q.req.needRetry = true
+		q.req.rnrWait = true
+		q.req.rnrUntil = now + Time(packet.RNRTimerNanos(syn.Value()))
+		q.comp.deadline = Never
+	case packet.AckTypeNAK:
+		switch syn.Value() {
+		case packet.NAKPSNSequenceError:
+			q.counters.RcvdSeqErr++
+			// The PSN is the one the responder expects: everything
+			// before it arrived.
+			if psnDiff(psn, q.comp.psn) > 0 {
+				q.comp.psn = psn
+			}
+			q.compRetry(w, false)
+		case packet.NAKInvalidRequest:
+			q.failWQE(w, WCRemInvReqErr)
+		case packet.NAKRemoteAccessError:
+			q.failWQE(w, WCRemAccessErr)
+		default: // remote operational error and codes rxe does not expect
+			q.failWQE(w, WCRemOpErr)
+		}
+	default:
+		q.counters.DropBadOpcode++
+	}
+}
+
+// compRetry starts a go-back-N retransmission after a PSN sequence NAK, a
+// lost READ/atomic response or a timeout, or fails w with RETRY_EXC_ERR
+// when the retry count is spent. Unlike rxe, a retry_cnt of 7 is an
+// ordinary count (IBTA: only rnr_retry 7 means infinite).
+func (q *QP) compRetry(w *sendWQE, timeout bool) {
+	if q.comp.startedRetry && !timeout {
+		return
+	}
+	if q.comp.retryCnt == 0 {
+		q.counters.RetryExceededErr++
+		q.failWQE(w, WCRetryExcErr)
+		return
+	}
+	q.comp.retryCnt--
+	if psnDiff(q.req.maxPSN, q.comp.psn) > 0 {
+		q.counters.CompleterRetryErr++
+		q.req.needRetry = true
+		q.comp.startedRetry = true
+	}
+}
+
+// compReadResponse scatters a READ response into w's SGL and completes the
+// READ on its LAST or ONLY response. Responses must come in PSN order, in a
+// valid FIRST/MIDDLE/LAST sequence and with the sizes the MTU dictates; any
+// other is dropped.
+func (q *QP) compReadResponse(now Time, w *sendWQE, pkt *packet.Packet) {
+	if w.wr.Opcode != WRRead {
+		q.counters.DropBadOpcode++
+		return
+	}
+	info := pkt.Info()
+	if info.Is(packet.HdrAETH) && !pkt.AETH.Syndrome.IsACK() {
+		q.counters.DropBadOpcode++
+		return
+	}
+	psn := pkt.BTH.PSN
+	pos := info.Pos
+	switch {
+	case (pos == packet.PosFirst || pos == packet.PosOnly) && psn == w.firstPSN:
+		// The start of the (re)requested range.
+	case q.comp.midRead && (pos == packet.PosMiddle || pos == packet.PosLast):
+	default:
+		q.counters.DropBadOpcode++
+		return
+	}
+	if pos == packet.PosOnly && w.firstPSN != w.lastPSN || pos == packet.PosFirst && w.firstPSN == w.lastPSN {
+		q.counters.DropBadOpcode++
+		return
+	}
+	mtu := q.mtu()
+	off := w.readBase + uint32(psnDiff(psn, w.firstPSN))*mtu
+	n := uint32(len(pkt.Payload))
+	remaining := w.length - w.rcvd
+	end := pos == packet.PosLast || pos == packet.PosOnly
+	if off != w.rcvd || (end && n != remaining) || (!end && (n != mtu || n >= remaining)) {
+		q.counters.DropBadLength++
+		return
+	}
+	if err := q.scatterSend(w, off, pkt.Payload); err {
+		q.failWQE(w, WCLocProtErr)
+		return
+	}
+	w.rcvd += n
+	q.resetRetry()
+	q.comp.psn = psnAdd(psn, 1)
+	q.comp.midRead = !end
+	if end {
+		w.status = WCSuccess
+		q.completeWQE(w)
+	}
+	q.compProgress(now)
+}
+
+// compAtomicAck writes the original remote value an atomic ACK carries into
+// w's local buffer (8 bytes, little-endian, as rxe on x86 stores the u64;
+// PostSend ensures the buffer is 8 bytes) and completes the atomic.
+func (q *QP) compAtomicAck(now Time, w *sendWQE, pkt *packet.Packet) {
+	if !w.isAtomic() || !pkt.AETH.Syndrome.IsACK() {
+		q.counters.DropBadOpcode++
+		return
+	}
+	q.resetRetry()
+	q.comp.psn = psnAdd(pkt.BTH.PSN, 1)
+	var orig [8]byte
+	binary.LittleEndian.PutUint64(orig[:], pkt.AtomicAck)
+	if q.scatterSend(w, 0, orig[:]) {
+		q.failWQE(w, WCLocProtErr)
+		return
+	}
+	w.status = WCSuccess
+	q.completeWQE(w)
+	q.compProgress(now)
+}
+
+// scatterSend copies data into w's SGL at message offset off, checking local
+// write access. It reports true on failure (bad lkey, bounds, access, or an
+// SGL too short).
+func (q *QP) scatterSend(w *sendWQE, off uint32, data []byte) (failed bool) {
+	sgl := w.sgl
+	i := 0
+	for i < len(sgl) && off >= sgl[i].Length {
+		off -= sgl[i].Length
+		i++
+	}
+	for k := 0; k < len(data); i, off = i+1, 0 {
+		if i >= len(sgl) {
+			return true
+		}
+		take := min(sgl[i].Length-off, uint32(len(data)-k))
+		if take == 0 {
+			continue
+		}
+		b, err := q.cfg.Memory.Local(sgl[i].LKey, sgl[i].Addr+uint64(off), take, AccessLocalWrite)
+		if err != nil || uint32(len(b)) != take {
+			return true
+		}
+		k += copy(b, data[k:])
+	}
+	return false
+}
+
+// compTick runs the send side's timers at now: the end of an RNR wait lets
+// the requester retransmit; an expired retransmit timer starts a retry (or
+// fails the oldest WQE when retries are spent).
+func (q *QP) compTick(now Time) {
+	if q.req.rnrWait && now >= q.req.rnrUntil {
+		q.req.rnrWait = false
+	}
+	if q.comp.deadline == Never || now < q.comp.deadline {
+		return
+	}
+	q.comp.deadline = Never
+	if q.attr.State != RTS && q.attr.State != SQD {
+		return
+	}
+	if q.sq.cons == q.sq.prod {
+		return
+	}
+	w := q.sq.at(q.sq.cons)
+	if w.state != wqeProcessing && w.state != wqePending {
+		return
+	}
+	q.compRetry(w, true)
+}
+
+// compDeadline returns when the send side next needs Tick: the retransmit
+// timer or the end of an RNR wait, whichever is first, or Never.
+func (q *QP) compDeadline() Time {
+	d := q.comp.deadline
+	if q.req.rnrWait && q.req.rnrUntil < d {
+		d = q.req.rnrUntil
+	}
+	return d
+}

@@ -1,0 +1,581 @@
+package qp
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/packet"
+)
+
+func TestCumulativeAckCompletesInOrder(t *testing.T) {
+	for _, sigAll := range []bool{false, true} {
+		r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { c.SigAll = sigAll })
+		r.buf(1, 1024, 0)
+		r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 300, LKey: 1}}})
+		r.post(SendWR{ID: 2, Opcode: WRWrite, SGL: []SGE{{Length: 10, LKey: 1}}})
+		r.post(SendWR{ID: 3, Opcode: WRWriteImm, Flags: SendSignaled, SGL: []SGE{{Length: 10, LKey: 1}}})
+		require.Equal(t, []uint32{100, 101, 102, 103}, psns(r.tx()))
+		r.ack(103)
+		wcs := r.poll()
+		if sigAll {
+			assert.Equal(t, []uint64{1, 2, 3}, wcIDs(wcs))
+		} else {
+			assert.Equal(t, []uint64{1, 3}, wcIDs(wcs), "unsignaled WR retires silently")
+		}
+		last := wcs[len(wcs)-1]
+		assert.Equal(t, WC{ID: 3, Opcode: WCRDMAWrite, ByteLen: 10, QPN: rigQPN, Flags: WCWithImm}, last)
+		assert.Equal(t, WCSend, wcs[0].Opcode)
+		assert.Equal(t, uint32(300), wcs[0].ByteLen)
+		assert.Equal(t, Never, r.q.Deadline())
+		assert.Equal(t, 0, r.q.sq.len())
+	}
+}
+
+func TestPartialAckRearmsTimer(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 10 })
+	period := Time(4096 << 10)
+	r.buf(1, 1024, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 1024, LKey: 1}}})
+	r.now = 1000
+	require.Len(t, r.tx(), 4)
+	assert.Equal(t, 1000+period, r.q.Deadline())
+	r.now = 5000
+	r.ack(101)
+	assert.Empty(t, r.poll())
+	assert.Equal(t, uint32(102), r.q.comp.psn)
+	assert.Equal(t, 5000+period, r.q.Deadline(), "progress re-arms the timer")
+	r.now = 6000
+	r.ack(101) // duplicate: no progress, timer unchanged
+	assert.Equal(t, 5000+period, r.q.Deadline())
+	assert.Equal(t, uint64(1), r.q.counters.DropStale)
+	r.ack(103)
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+	assert.Equal(t, Never, r.q.Deadline())
+}
+
+func TestStaleResponsesDropped(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	r.ack(100) // nothing outstanding
+	assert.Equal(t, uint64(1), r.q.counters.DropStale)
+	r.buf(1, 64, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.tx()
+	r.ack(101) // a PSN never sent
+	r.ack(99)  // older than anything outstanding
+	r.ack(0x800000 + 100)
+	assert.Equal(t, uint64(4), r.q.counters.DropStale)
+	assert.Empty(t, r.poll())
+	r.readResp(packet.RCReadResponseOnly, 100, nil) // a read response for a SEND
+	r.atomicAck(100, 5)                             // an atomic ACK for a SEND
+	assert.Equal(t, uint64(2), r.q.counters.DropBadOpcode)
+	assert.Empty(t, r.poll())
+	r.ack(100)
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+	assert.Equal(t, RTS, r.q.State())
+}
+
+func TestReadResponses(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	a := r.buf(1, 400, AccessLocalWrite)
+	b := r.buf(2, 400, AccessLocalWrite)
+	r.post(SendWR{ID: 1, Opcode: WRRead, Flags: SendSignaled, RKey: 9, RemoteAddr: 0x5000,
+		SGL: []SGE{{Addr: 100, Length: 300, LKey: 1}, {Addr: 0, Length: 300, LKey: 2}}})
+	r.post(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
+	ps := r.tx()
+	require.Equal(t, []uint32{100, 103}, psns(ps)) // READ of 600 bytes = 3 response PSNs
+	src := make([]byte, 600)
+	for i := range src {
+		src[i] = byte(i*13 + 1)
+	}
+	r.readResp(packet.RCReadResponseMid, 101, src[256:512]) // before FIRST: out of order
+	r.readResp(packet.RCReadResponseLast, 100, src[:256])   // LAST where FIRST belongs
+	r.readResp(packet.RCReadResponseFirst, 100, src[:200])  // short FIRST
+	assert.Equal(t, uint64(1), r.q.counters.DropStale)
+	assert.Equal(t, uint64(1), r.q.counters.DropBadOpcode)
+	assert.Equal(t, uint64(1), r.q.counters.DropBadLength)
+	r.readResp(packet.RCReadResponseFirst, 100, src[:256])
+	r.readResp(packet.RCReadResponseFirst, 100, src[:256]) // duplicate
+	r.readResp(packet.RCReadResponseMid, 101, src[256:512])
+	r.readResp(packet.RCReadResponseLast, 102, src[512:599]) // one byte short
+	assert.Empty(t, r.poll())
+	r.readResp(packet.RCReadResponseLast, 102, src[512:600])
+	wcs := r.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WC{ID: 1, Opcode: WCRDMARead, ByteLen: 600, QPN: rigQPN}, wcs[0])
+	assert.Equal(t, src[:300], a[100:400])
+	assert.Equal(t, src[300:600], b[:300])
+	r.ack(103)
+	assert.Equal(t, []uint64{2}, wcIDs(r.poll()))
+}
+
+func TestReadResponseAcksEarlierRequests(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	r.buf(1, 64, AccessLocalWrite)
+	r.buf(2, 512, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled})
+	r.post(SendWR{ID: 2, Opcode: WRWrite, Flags: SendSignaled, SGL: []SGE{{Length: 300, LKey: 2}}})
+	r.post(SendWR{ID: 3, Opcode: WRRead, Flags: SendSignaled, SGL: []SGE{{Length: 4, LKey: 1}}})
+	require.Equal(t, []uint32{100, 101, 102, 103}, psns(r.tx()))
+	r.readResp(packet.RCReadResponseOnly, 103, []byte{1, 2, 3, 4})
+	assert.Equal(t, []uint64{1, 2, 3}, wcIDs(r.poll()))
+}
+
+func TestReadLocalAccessError(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	r.buf(1, 64, 0) // no local write
+	r.post(SendWR{ID: 1, Opcode: WRRead, SGL: []SGE{{Length: 4, LKey: 1}}})
+	r.post(SendWR{ID: 2, Opcode: WRSend})
+	r.tx()
+	r.readResp(packet.RCReadResponseOnly, 100, []byte{1, 2, 3, 4})
+	wcs := r.poll()
+	require.Len(t, wcs, 2)
+	assert.Equal(t, WCLocProtErr, wcs[0].Status)
+	assert.Equal(t, WCWRFlushErr, wcs[1].Status)
+	assert.Equal(t, Err, r.q.State())
+}
+
+func TestAtomicAck(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	buf := r.buf(1, 64, AccessLocalWrite)
+	r.post(SendWR{ID: 1, Opcode: WRCmpSwap, Flags: SendSignaled, SGL: []SGE{{Addr: 8, Length: 8, LKey: 1}}, RKey: 3})
+	r.post(SendWR{ID: 2, Opcode: WRFetchAdd, Flags: SendSignaled, SGL: []SGE{{Addr: 16, Length: 8, LKey: 1}}, RKey: 3})
+	r.post(SendWR{ID: 3, Opcode: WRFetchAdd, Flags: SendSignaled, SGL: []SGE{{Addr: 24, Length: 4, LKey: 1},
+		{Addr: 60, Length: 4, LKey: 1}}, RKey: 3}) // 8 bytes in two pieces
+	r.post(SendWR{ID: 4, Opcode: WRSend, Flags: SendSignaled})
+	r.post(SendWR{ID: 5, Opcode: WRSend, Flags: SendSignaled})
+	r.tx()
+	r.ack(100) // a plain ACK does not answer an atomic
+	assert.Empty(t, r.poll())
+	r.atomicAck(100, 0x0102030405060708)
+	r.atomicAck(101, 0xAABBCCDDEEFF0011)
+	assert.Equal(t, uint64(0x0102030405060708), binary.LittleEndian.Uint64(buf[8:]))
+	assert.Equal(t, uint64(0xAABBCCDDEEFF0011), binary.LittleEndian.Uint64(buf[16:]))
+	r.atomicAck(102, 0x1122334455667788)
+	assert.Equal(t, []byte{0x88, 0x77, 0x66, 0x55}, buf[24:28])
+	assert.Equal(t, []byte{0x44, 0x33, 0x22, 0x11}, buf[60:64])
+	wcs := r.poll()
+	require.Len(t, wcs, 3)
+	assert.Equal(t, WC{ID: 1, Opcode: WCCompSwap, ByteLen: 8, QPN: rigQPN}, wcs[0])
+	assert.Equal(t, WC{ID: 2, Opcode: WCFetchAdd, ByteLen: 8, QPN: rigQPN}, wcs[1])
+	assert.Equal(t, WC{ID: 3, Opcode: WCFetchAdd, ByteLen: 8, QPN: rigQPN}, wcs[2])
+	// An atomic ACK that arrives again is stale.
+	r.atomicAck(102, 0)
+	assert.Equal(t, []byte{0x88, 0x77, 0x66, 0x55}, buf[24:28])
+
+	// A local buffer that is not 8 bytes is refused at post time, as rxe.
+	err := r.q.PostSend(&SendWR{Opcode: WRFetchAdd, SGL: []SGE{{Length: 4, LKey: 1}}})
+	assert.ErrorIs(t, err, ErrInvalidWR)
+}
+
+func TestSequenceNAKGoBackN(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.RetryCnt = 3 })
+	r.buf(1, 1024, 0)
+	for i := 1; i <= 4; i++ {
+		r.post(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 8, LKey: 1}}})
+	}
+	r.post(SendWR{ID: 5, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 512, LKey: 1}}})
+	require.Equal(t, []uint32{100, 101, 102, 103, 104, 105}, psns(r.tx()))
+	r.aeth(102, packet.SyndromeNAKPSNSeq) // responder expects 102: 100, 101 arrived
+	assert.Equal(t, []uint64{1, 2}, wcIDs(r.poll()))
+	assert.Equal(t, uint64(1), r.q.counters.RcvdSeqErr)
+	assert.Equal(t, uint64(1), r.q.counters.CompleterRetryErr)
+	assert.Equal(t, uint8(2), r.q.comp.retryCnt)
+	r.aeth(102, packet.SyndromeNAKPSNSeq) // a second NAK does not start another retry
+	assert.Equal(t, uint64(1), r.q.counters.CompleterRetryErr)
+	ps := r.tx()
+	assert.Equal(t, []uint32{102, 103, 104, 105}, psns(ps))
+	assert.Equal(t, []packet.Opcode{packet.RCSendOnly, packet.RCSendOnly, packet.RCSendFirst, packet.RCSendLast}, ops(ps))
+	assert.Equal(t, uint64(4), r.q.counters.Retransmits)
+	r.ack(105)
+	assert.Equal(t, []uint64{3, 4, 5}, wcIDs(r.poll()))
+	assert.Equal(t, uint8(3), r.q.comp.retryCnt, "progress restores the retry count")
+}
+
+func TestNAKErrors(t *testing.T) {
+	cases := []struct {
+		syn  packet.Syndrome
+		want WCStatus
+	}{
+		{packet.SyndromeNAKInvReq, WCRemInvReqErr},
+		{packet.SyndromeNAKRemAccess, WCRemAccessErr},
+		{packet.SyndromeNAKRemOp, WCRemOpErr},
+		{packet.SyndromeNAKInvRDReq, WCRemOpErr},
+	}
+	for _, c := range cases {
+		t.Run(c.syn.String(), func(t *testing.T) {
+			r := newSendRig(t, RC, 256)
+			r.buf(1, 64, 0)
+			r.post(SendWR{ID: 1, Opcode: WRSend, SGL: []SGE{{Length: 8, LKey: 1}}})
+			r.post(SendWR{ID: 2, Opcode: WRWrite, SGL: []SGE{{Length: 8, LKey: 1}}})
+			r.post(SendWR{ID: 3, Opcode: WRSend, SGL: []SGE{{Length: 8, LKey: 1}}})
+			r.post(SendWR{ID: 4, Opcode: WRSend, SGL: []SGE{{Length: 8, LKey: 1}}}) // not yet sent
+			var o Outgoing
+			for i := 0; i < 3; i++ {
+				require.True(t, r.q.Transmit(r.now, &o))
+			}
+			r.aeth(101, c.syn)
+			wcs := r.poll()
+			require.Len(t, wcs, 3, "WR 1 retired silently; the NAKed one fails; the rest flush")
+			assert.Equal(t, []uint64{2, 3, 4}, wcIDs(wcs))
+			assert.Equal(t, c.want, wcs[0].Status)
+			assert.Equal(t, WC{ID: 2, Status: c.want, QPN: rigQPN}, wcs[0], "failed completions carry no opcode or length")
+			assert.Equal(t, WCWRFlushErr, wcs[1].Status)
+			assert.Equal(t, WCWRFlushErr, wcs[2].Status)
+			assert.Equal(t, Err, r.q.State())
+			assert.Empty(t, r.tx(), "no packets in ERR")
+			assert.Equal(t, Never, r.q.Deadline())
+			r.ack(102)
+			assert.Equal(t, uint64(1), r.q.counters.DropQPState)
+		})
+	}
+}
+
+func TestRNRWaitAndRetry(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.RNRRetry = 2 })
+	r.buf(1, 64, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.post(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.tx()
+	r.now = 1_000_000
+	r.aeth(101, packet.MakeRNR(14)) // 1.28 ms; acknowledges 100
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+	assert.Equal(t, uint64(1), r.q.counters.RcvdRNRErr)
+	want := Time(1_000_000 + 1_280_000)
+	assert.Equal(t, want, r.q.Deadline())
+	r.now = want - 1
+	r.q.Tick(r.now)
+	assert.Empty(t, r.tx(), "waits out the RNR timer")
+	r.now = want
+	r.q.Tick(r.now)
+	ps := r.tx()
+	require.Equal(t, []uint32{101}, psns(ps))
+	assert.Equal(t, r.now+Time(4096<<14), r.q.Deadline(), "retransmit timer runs again")
+	r.aeth(101, packet.MakeRNR(1))
+	r.now += 10_000
+	require.Equal(t, []uint32{101}, psns(r.tx()), "Transmit itself ends an expired wait")
+	r.aeth(101, packet.MakeRNR(1)) // third RNR: rnr_retry 2 is spent
+	wcs := r.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCRNRRetryExcErr, wcs[0].Status)
+	assert.Equal(t, uint64(1), r.q.counters.RetryRNRExceededErr)
+	assert.Equal(t, Err, r.q.State())
+}
+
+func TestRNRRetryInfinite(t *testing.T) {
+	r := newSendRig(t, RC, 256) // RNRRetry 7
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled})
+	r.tx()
+	for i := 0; i < 20; i++ {
+		r.aeth(100, packet.MakeRNR(1))
+		r.now += 10_000
+		r.q.Tick(r.now)
+		require.Len(t, r.tx(), 1)
+	}
+	r.ack(100)
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+	assert.Equal(t, uint64(20), r.q.counters.RcvdRNRErr)
+}
+
+func TestRetransmitTimeout(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 8; a.RetryCnt = 2 })
+	period := Time(4096 << 8)
+	r.buf(1, 1024, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 600, LKey: 1}}})
+	r.post(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 4, LKey: 1}}})
+	require.Len(t, r.tx(), 4)
+	assert.Equal(t, period, r.q.Deadline())
+	r.now = period - 1
+	r.q.Tick(r.now)
+	assert.Empty(t, r.tx())
+	r.ack(100) // first packet of WR 1 acknowledged
+	assert.Equal(t, 2*period-1, r.q.Deadline(), "re-armed by the ACK")
+	r.now = 2*period - 2
+	r.q.Tick(r.now)
+	assert.Empty(t, r.tx())
+	r.now = 2*period - 1
+	r.q.Tick(r.now)
+	ps := r.tx()
+	assert.Equal(t, []uint32{101, 102, 103}, psns(ps), "go-back-N from the oldest unacked PSN")
+	assert.Equal(t, []packet.Opcode{packet.RCSendMiddle, packet.RCSendLast, packet.RCSendOnly}, ops(ps))
+	assert.Equal(t, uint64(1), r.q.counters.CompleterRetryErr)
+	assert.Equal(t, r.now+period, r.q.Deadline())
+	// The second timeout spends retry_cnt 2; the third fails.
+	r.now = r.q.Deadline()
+	r.q.Tick(r.now)
+	require.Len(t, r.tx(), 3)
+	assert.Empty(t, r.poll())
+	r.now = r.q.Deadline()
+	r.q.Tick(r.now)
+	wcs := r.poll()
+	require.Len(t, wcs, 2)
+	assert.Equal(t, WC{ID: 1, Status: WCRetryExcErr, QPN: rigQPN}, wcs[0])
+	assert.Equal(t, WCWRFlushErr, wcs[1].Status)
+	assert.Equal(t, uint64(1), r.q.counters.RetryExceededErr)
+	assert.Equal(t, Err, r.q.State())
+	assert.Equal(t, Never, r.q.Deadline())
+}
+
+// TestRetryCount7IsFinite documents the IBTA choice: retry_cnt 7 allows
+// seven retries (rxe would retry forever).
+func TestRetryCount7IsFinite(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 1 })
+	r.post(SendWR{ID: 1, Opcode: WRSend})
+	r.tx()
+	for i := 0; i < 7; i++ {
+		r.now = r.q.Deadline()
+		r.q.Tick(r.now)
+		require.Len(t, r.tx(), 1, "retry %d", i+1)
+	}
+	r.now = r.q.Deadline()
+	r.q.Tick(r.now)
+	wcs := r.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCRetryExcErr, wcs[0].Status)
+}
+
+func TestTimeoutZeroMeansNoTimer(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 0 })
+	r.post(SendWR{ID: 1, Opcode: WRSend})
+	r.tx()
+	assert.Equal(t, Never, r.q.Deadline())
+	u := newSendRig(t, UC, 256)
+	u.post(SendWR{ID: 1, Opcode: WRSend})
+	u.tx()
+	assert.Equal(t, Never, u.q.Deadline(), "UC has no retransmit timer")
+}
+
+func TestPartialReadResume(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 5 })
+	dst := r.buf(1, 1024, AccessLocalWrite)
+	r.post(SendWR{ID: 1, Opcode: WRRead, Flags: SendSignaled, SGL: []SGE{{Length: 1000, LKey: 1}},
+		RemoteAddr: 0x9000, RKey: 4})
+	r.post(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
+	require.Equal(t, []uint32{100, 104}, psns(r.tx()))
+	src := make([]byte, 1000)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	r.readResp(packet.RCReadResponseFirst, 100, src[:256])
+	r.readResp(packet.RCReadResponseMid, 101, src[256:512])
+	// 102 and 103 are lost.
+	r.now = r.q.Deadline()
+	r.q.Tick(r.now)
+	ps := r.tx()
+	require.Equal(t, []packet.Opcode{packet.RCReadRequest, packet.RCSendOnly}, ops(ps))
+	assert.Equal(t, []uint32{102, 104}, psns(ps), "the READ resumes at the first missing response")
+	assert.Equal(t, packet.RETHFields{VA: 0x9000 + 512, RKey: 4, Length: 488}, ps[0].RETH)
+	r.readResp(packet.RCReadResponseFirst, 102, src[512:768])
+	r.readResp(packet.RCReadResponseLast, 103, src[768:])
+	r.ack(104)
+	assert.Equal(t, []uint64{1, 2}, wcIDs(r.poll()))
+	assert.Equal(t, src, dst[:1000])
+}
+
+func TestLostReadResponseRetried(t *testing.T) {
+	// An ACK beyond a READ whose response never came means the response
+	// was lost: rxe retries rather than completing the READ.
+	r := newSendRig(t, RC, 256)
+	r.buf(1, 64, AccessLocalWrite)
+	r.post(SendWR{ID: 1, Opcode: WRRead, Flags: SendSignaled, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.post(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
+	r.tx()
+	r.ack(101)
+	assert.Empty(t, r.poll())
+	assert.Equal(t, uint64(1), r.q.counters.CompleterRetryErr)
+	assert.Equal(t, []uint32{100, 101}, psns(r.tx()))
+}
+
+func TestFlushOrder(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	r.buf(1, 64, AccessLocalWrite)
+	r.post(SendWR{ID: 1, Opcode: WRSend})
+	r.post(SendWR{ID: 2, Opcode: WRRead, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.tx()
+	r.post(SendWR{ID: 3, Opcode: WRWrite, Flags: SendSignaled})
+	r.post(SendWR{ID: 4, Opcode: WRFetchAdd, SGL: []SGE{{Length: 8, LKey: 1}}})
+	r.setState(Err)
+	wcs := r.poll()
+	assert.Equal(t, []uint64{1, 2, 3, 4}, wcIDs(wcs))
+	for i := range wcs {
+		assert.Equal(t, WC{ID: uint64(i + 1), Status: WCWRFlushErr, QPN: rigQPN}, wcs[i])
+	}
+	assert.Equal(t, Never, r.q.Deadline())
+	assert.False(t, r.q.Pending(r.now))
+
+	// Back through RESET the QP works again from the new SQ PSN.
+	a := r.q.attr
+	r.modify(a, Reset, AttrState)
+	a.SQPSN = 500
+	r.modify(a, RTS, AttrState|AttrSQPSN)
+	r.post(SendWR{ID: 5, Opcode: WRSend, Flags: SendSignaled})
+	assert.Equal(t, []uint32{500}, psns(r.tx()))
+	r.ack(500)
+	assert.Equal(t, []uint64{5}, wcIDs(r.poll()))
+}
+
+func TestResetDropsQueueSilently(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled})
+	r.tx()
+	r.setState(Reset)
+	assert.Empty(t, r.poll())
+	assert.Equal(t, 0, r.q.sq.len())
+	assert.Equal(t, Never, r.q.Deadline())
+}
+
+func TestCQOverflowMovesQPToErr(t *testing.T) {
+	r := newSendRig(t, UC, 256)
+	r.cq = NewCQ(2)
+	r.q.cfg.SendCQ = r.cq
+	for i := 1; i <= 4; i++ {
+		r.post(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled})
+	}
+	r.tx()
+	assert.True(t, r.cq.Overflowed())
+	assert.Equal(t, Err, r.q.State())
+	assert.Equal(t, 0, r.q.sq.len())
+	assert.Contains(t, r.events, Event{Type: EventQPFatal, QPN: rigQPN})
+}
+
+func TestPSNDiff(t *testing.T) {
+	assert.Equal(t, int32(0), psnDiff(5, 5))
+	assert.Equal(t, int32(1), psnDiff(0, 0xFFFFFF))
+	assert.Equal(t, int32(-1), psnDiff(0xFFFFFF, 0))
+	assert.Equal(t, int32(0x7FFFFF), psnDiff(0x7FFFFF, 0))
+	assert.Equal(t, int32(-0x800000), psnDiff(0x800000, 0))
+	assert.Equal(t, uint32(2), psnAdd(0xFFFFFF, 3))
+}
+
+// TestAckDuringRetryResend: the ACK for a message's first transmission
+// arrives while a retry is resending it; the WQE completes when its resent
+// LAST goes out, without waiting for an ACK that names its last PSN again.
+func TestAckDuringRetryResend(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 4 })
+	r.buf(1, 1024, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 512, LKey: 1}}})
+	require.Len(t, r.tx(), 2)
+	r.now = r.q.Deadline()
+	r.q.Tick(r.now)
+	var o Outgoing
+	require.True(t, r.q.Transmit(r.now, &o))
+	require.Equal(t, packet.RCSendFirst, o.Pkt.BTH.Opcode)
+	r.ack(101) // for the first transmission
+	assert.Empty(t, r.poll())
+	ps := r.tx()
+	require.Equal(t, []packet.Opcode{packet.RCSendLast}, ops(ps))
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+	assert.Equal(t, Never, r.q.Deadline())
+	r.ack(101) // the responder's re-ACK of the duplicate is stale now
+	assert.Empty(t, r.poll())
+}
+
+func TestDuplicateRNRNAKSpendsOneRetry(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.RNRRetry = 1 })
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled})
+	r.tx()
+	r.aeth(100, packet.MakeRNR(1))
+	r.aeth(100, packet.MakeRNR(1)) // the network duplicated it
+	assert.Equal(t, RTS, r.q.State())
+	r.now += 10_000
+	require.Len(t, r.tx(), 1)
+	r.ack(100)
+	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
+}
+
+// FuzzCompReceive feeds arbitrary response packets to a QP with READ,
+// atomic, SEND and WRITE requests outstanding: nothing may panic, the queue
+// indices stay ordered, and the QP keeps working or fails cleanly.
+func FuzzCompReceive(f *testing.F) {
+	ack := packet.Packet{BTH: packet.BTHFields{Opcode: packet.RCAcknowledge, PSN: 101},
+		AETH: packet.AETHFields{Syndrome: packet.SyndromeACKUnlimited}}
+	f.Add(ack.AppendTo(nil), uint8(0))
+	rr := packet.Packet{BTH: packet.BTHFields{Opcode: packet.RCReadResponseFirst, PSN: 100},
+		AETH: packet.AETHFields{Syndrome: packet.SyndromeACKUnlimited}, Payload: make([]byte, 256)}
+	f.Add(rr.AppendTo(nil), uint8(3))
+	aa := packet.Packet{BTH: packet.BTHFields{Opcode: packet.RCAtomicAcknowledge, PSN: 103}}
+	f.Add(aa.AppendTo(nil), uint8(1))
+	nak := packet.Packet{BTH: packet.BTHFields{Opcode: packet.RCAcknowledge, PSN: 104},
+		AETH: packet.AETHFields{Syndrome: packet.SyndromeNAKPSNSeq}}
+	f.Add(nak.AppendTo(nil), uint8(2))
+	f.Fuzz(func(t *testing.T, b []byte, ticks uint8) {
+		r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.Timeout = 1 })
+		r.buf(1, 4096, AccessLocalWrite)
+		r.post(SendWR{ID: 1, Opcode: WRRead, SGL: []SGE{{Length: 700, LKey: 1}}, RKey: 2})
+		r.post(SendWR{ID: 2, Opcode: WRFetchAdd, SGL: []SGE{{Length: 8, LKey: 1}}, RKey: 2})
+		r.post(SendWR{ID: 3, Opcode: WRSend, SGL: []SGE{{Length: 600, LKey: 1}}})
+		r.post(SendWR{ID: 4, Opcode: WRWrite, SGL: []SGE{{Length: 10, LKey: 1}}, RKey: 2})
+		var o Outgoing
+		for r.q.Transmit(r.now, &o) {
+		}
+		var p packet.Packet
+		if p.Decode(b) != nil {
+			return
+		}
+		for i := 0; i < 3; i++ {
+			r.q.Receive(r.now, &Incoming{Pkt: p})
+			for j := uint8(0); j < ticks%4; j++ {
+				if d := r.q.Deadline(); d != Never {
+					r.now = d
+				}
+				r.q.Tick(r.now)
+				for r.q.Transmit(r.now, &o) {
+				}
+			}
+		}
+		q := r.q
+		if q.sq.cons > q.req.idx || q.req.idx > q.sq.prod || q.req.rdOut < 0 || q.req.rdOut > q.req.rdMax {
+			t.Fatalf("indices cons=%d idx=%d prod=%d rdOut=%d", q.sq.cons, q.req.idx, q.sq.prod, q.req.rdOut)
+		}
+		if n := len(r.poll()); n > 4 {
+			t.Fatalf("%d completions for 4 WRs", n)
+		}
+	})
+}
+
+func BenchmarkSendWriteAck(b *testing.B) {
+	r := newSendRig(b, RC, 4096)
+	r.buf(1, 65536, 0)
+	wr := SendWR{ID: 1, Opcode: WRWrite, Flags: SendSignaled, RKey: 5, SGL: []SGE{{Length: 65536, LKey: 1}}}
+	var o Outgoing
+	wcs := make([]WC, 4)
+	in := Incoming{}
+	in.Pkt.BTH.Opcode = packet.RCAcknowledge
+	in.Pkt.AETH.Syndrome = packet.SyndromeACKUnlimited
+	b.SetBytes(65536)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.q.PostSend(&wr); err != nil {
+			b.Fatal(err)
+		}
+		for r.q.Transmit(r.now, &o) {
+			in.Pkt.BTH.PSN = o.Pkt.BTH.PSN
+		}
+		r.q.Receive(r.now, &in)
+		if r.cq.Poll(wcs) != 1 {
+			b.Fatal("no completion")
+		}
+	}
+}
+
+// TestSQEFlushesAndRTSResumes: entering SQE completes the send queue with
+// WR_FLUSH_ERR (IBTA 10.3.1: the send queue is not processed in SQE, so
+// posted WRs flush); a WR posted in SQE flushes at once; RTS resumes.
+func TestSQEFlushesAndRTSResumes(t *testing.T) {
+	r := newSendRig(t, UC, 256)
+	r.post(SendWR{ID: 1, Opcode: WRSend})
+	r.setState(SQE)
+	r.post(SendWR{ID: 2, Opcode: WRSend})
+	assert.Empty(t, r.tx())
+	wcs := r.poll()
+	assert.Equal(t, []uint64{1, 2}, wcIDs(wcs))
+	assert.Equal(t, WCWRFlushErr, wcs[0].Status)
+	assert.Equal(t, WCWRFlushErr, wcs[1].Status)
+	r.setState(RTS)
+	r.post(SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled})
+	require.Len(t, r.tx(), 1)
+	assert.Equal(t, []uint64{3}, wcIDs(r.poll()))
+	assert.Equal(t, uint64(3), r.q.counters.RdmaSends, "rxe counts every retired SEND")
+}

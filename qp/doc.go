@@ -1,0 +1,20 @@
+// Package qp is the InfiniBand transport engine: RC, UC and UD queue pairs as
+// deterministic, sans-I/O state machines.
+//
+// A QP is driven by calls: PostSend and PostRecv queue work, Receive hands it
+// a decoded packet that arrived, Tick tells it the time, and Transmit hands
+// back, one at a time, the packets it wants sent. Completions go to the CQs it
+// was created with; the next timer deadline comes from Deadline. The engine
+// never reads a clock, sleeps, starts goroutines or touches a socket: the
+// caller passes the current time (Time, in nanoseconds on any monotonic or
+// virtual clock), so the same code runs under real time (package rxe) and
+// under the simulator's virtual time (package sim).
+//
+// The engine follows kernel rxe's split: the requester (req.go) turns send
+// WQEs into request packets; the completer (comp.go) processes ACKs, NAKs and
+// read/atomic responses and retires WQEs; the responder (resp.go) checks and
+// executes incoming requests and generates ACKs, NAKs and read/atomic
+// responses. Memory is reached only through the Memory interface.
+//
+// A QP is not safe for concurrent use; its owner serializes calls.
+package qp

@@ -1,0 +1,171 @@
+package qp
+
+import "github.com/softroce/softroce/packet"
+
+// The responder's output queue. rxe sends ACKs, NAKs and READ responses
+// from inside its responder loop, finishing a READ's responses before it
+// looks at the next request; the engine instead queues them in the order the
+// requests were processed, which is PSN order, and Transmit hands them out.
+// READ responses are built one packet per Transmit, their payload read from
+// registered memory at that moment, so a large READ needs no buffer.
+
+// outKind is what a queued response is.
+type outKind uint8
+
+const (
+	outAck       outKind = iota // ACK, NAK or RNR NAK (RC ACKNOWLEDGE)
+	outAtomicAck                // ATOMIC ACKNOWLEDGE
+	outRead                     // READ response packets (FIRST/MIDDLE/LAST or ONLY)
+)
+
+// respOut is one queued response.
+type respOut struct {
+	kind outKind
+	syn  packet.Syndrome
+	psn  uint32 // PSN of the next packet to send
+	msn  uint32 // MSN to report, as it was when the response was queued
+	orig uint64 // atomic: original value
+	// READ: the next packet's source, what remains, whether the next
+	// packet opens the response (FIRST or ONLY), and the request's PSN
+	// (which a NAK for it carries).
+	va     uint64
+	rkey   uint32
+	resid  uint32
+	first  bool
+	reqPSN uint32
+}
+
+// push appends an entry. Callers check for room first (rcReceive drops a
+// request when the queue is full), so the guard only protects the ring.
+func (r *responder) push() *respOut {
+	if r.outN == len(r.out) {
+		return nil
+	}
+	o := &r.out[(r.outHead+r.outN)%len(r.out)]
+	r.outN++
+	return o
+}
+
+// pushAck queues an ACK or NAK. Plain ACKs coalesce: when the last queued
+// entry is a plain ACK too, it is updated to acknowledge the later PSN with
+// the current MSN, as one cumulative ACK covers both.
+func (r *responder) pushAck(syn packet.Syndrome, psn uint32) {
+	if syn == packet.SyndromeACKUnlimited && r.outN > 0 {
+		t := &r.out[(r.outHead+r.outN-1)%len(r.out)]
+		if t.kind == outAck && t.syn == packet.SyndromeACKUnlimited {
+			if psnDiff(psn, t.psn) > 0 {
+				t.psn = psn
+			}
+			t.msn = r.msn
+			return
+		}
+	}
+	if o := r.push(); o != nil {
+		*o = respOut{kind: outAck, syn: syn, psn: psn, msn: r.msn}
+	}
+}
+
+// pushAtomicAck queues an ATOMIC ACKNOWLEDGE carrying the original value.
+func (r *responder) pushAtomicAck(psn uint32, orig uint64) {
+	if o := r.push(); o != nil {
+		*o = respOut{kind: outAtomicAck, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn, orig: orig}
+	}
+}
+
+// pushRead queues the responses to a READ of length bytes at va, starting at
+// PSN psn. first says whether they start with FIRST/ONLY (a new request or a
+// replay from its first PSN) or, for a replay from the middle, as rxe does,
+// with MIDDLE/LAST.
+func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32, first bool) {
+	if o := r.push(); o != nil {
+		*o = respOut{kind: outRead, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn,
+			va: va, rkey: rkey, resid: length, first: first, reqPSN: reqPSN}
+	}
+}
+
+func (r *responder) pop() {
+	r.outHead = (r.outHead + 1) % len(r.out)
+	r.outN--
+}
+
+// clearOut drops every queued response.
+func (r *responder) clearOut() { r.outHead, r.outN = 0, 0 }
+
+// respPending reports whether the responder has something to send.
+func (q *QP) respPending() bool { return q.resp.outN > 0 && q.attr.State != Reset }
+
+// respTransmit builds the next queued response packet into out.
+func (q *QP) respTransmit(_ Time, out *Outgoing) bool {
+	r := &q.resp
+	if r.outN == 0 || q.attr.State == Reset {
+		return false
+	}
+	o := &r.out[r.outHead]
+	out.AV = &q.attr.AV
+	out.SrcPort = q.cfg.SrcPort
+	p := &out.Pkt
+	*p = packet.Packet{}
+	p.BTH.PKey = 0xFFFF
+	p.BTH.DestQP = q.attr.DestQPN & psnMask
+	p.BTH.PSN = o.psn
+	p.AETH = packet.AETHFields{Syndrome: o.syn, MSN: o.msn}
+	switch o.kind {
+	case outAck:
+		p.BTH.Opcode = packet.RCAcknowledge
+		if o.syn.Type() != packet.AckTypeACK {
+			q.counters.NAKsSent++
+		}
+		r.pop()
+	case outAtomicAck:
+		p.BTH.Opcode = packet.RCAtomicAcknowledge
+		p.AtomicAck = o.orig
+		r.pop()
+	case outRead:
+		q.readResponse(o, p)
+	}
+	return true
+}
+
+// readResponse builds the next packet of a READ response. If the memory can
+// no longer be read (the region was deregistered or invalidated since the
+// request), the response becomes a NAK remote access error for the request,
+// and the QP goes to ERR (rxe's RKEY_VIOLATION in read_reply).
+func (q *QP) readResponse(o *respOut, p *packet.Packet) {
+	r := &q.resp
+	mtu := uint32(q.attr.PathMTU)
+	n := o.resid
+	if n > mtu {
+		n = mtu
+	}
+	switch {
+	case o.first && o.resid <= mtu:
+		p.BTH.Opcode = packet.RCReadResponseOnly
+	case o.first:
+		p.BTH.Opcode = packet.RCReadResponseFirst
+	case o.resid > mtu:
+		p.BTH.Opcode = packet.RCReadResponseMid
+	default:
+		p.BTH.Opcode = packet.RCReadResponseLast
+	}
+	if n > 0 {
+		b, err := q.cfg.Memory.Remote(o.rkey, o.va, n, AccessRemoteRead)
+		if err != nil || uint32(len(b)) < n {
+			p.BTH.Opcode = packet.RCAcknowledge
+			p.BTH.PSN = o.reqPSN
+			p.AETH = packet.AETHFields{Syndrome: packet.SyndromeNAKRemAccess, MSN: r.msn}
+			q.counters.NAKsSent++
+			r.clearOut()
+			q.event(EventQPAccessErr)
+			q.toError()
+			return
+		}
+		p.Payload = b[:n]
+	}
+	o.first = false
+	o.va += uint64(n)
+	o.resid -= n
+	o.psn = psnAdd(o.psn, 1)
+	if o.resid == 0 {
+		r.pop()
+	}
+}

@@ -1,0 +1,126 @@
+package qp
+
+import "github.com/softroce/softroce/packet"
+
+// Responder resources remember the READ and atomic requests a responder has
+// executed, so that a duplicate (the requester retrying after a lost
+// response) is answered from the record instead of being executed again.
+// As in rxe they form a ring of max_dest_rd_atomic entries, rounded up to a
+// power of two, recycled oldest first: "it is the requester's job to not
+// send too many read/atomic ops" (rxe_resp.c check_resource).
+
+// resKind is what a responder resource records.
+type resKind uint8
+
+const (
+	resNone resKind = iota
+	resRead
+	resAtomic
+	resAtomicWrite
+)
+
+// respRes is one responder resource.
+type respRes struct {
+	kind              resKind
+	firstPSN, lastPSN uint32
+	// READ: the request's target. va is where a replay may start (rxe's
+	// va_org, narrowed by each replay).
+	va     uint64
+	rkey   uint32
+	length uint32
+	// Atomic: the value at the target before the operation.
+	orig uint64
+}
+
+// roundPow2 rounds n up to a power of two (0 stays 0), as rxe's
+// roundup_pow_of_two for max_rd_atomic and max_dest_rd_atomic.
+func roundPow2(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	c := 1
+	for c < n {
+		c <<= 1
+	}
+	return c
+}
+
+// allocResources sizes the resource ring for max_dest_rd_atomic n and the
+// response queue to match: every resource may have a READ response queued,
+// plus room for ACKs and NAKs. Called at creation and by Modify, never per
+// packet.
+func (r *responder) allocResources(n uint8) {
+	k := roundPow2(int(n))
+	if k != len(r.res) || r.res == nil {
+		r.res = make([]respRes, k)
+		r.resHead = 0
+	}
+	outCap := 2*k + 8
+	if outCap != len(r.out) {
+		r.out = make([]respOut, outCap)
+		r.outHead, r.outN = 0, 0
+	}
+}
+
+// nextRes returns the resource to record a new READ or atomic in, recycling
+// the oldest.
+func (r *responder) nextRes() *respRes {
+	res := &r.res[r.resHead]
+	r.resHead = (r.resHead + 1) % len(r.res)
+	return res
+}
+
+// findRes returns the resource whose PSN range covers psn, or nil.
+func (r *responder) findRes(psn uint32) *respRes {
+	for i := range r.res {
+		res := &r.res[i]
+		if res.kind == resNone {
+			continue
+		}
+		if psnDiff(psn, res.firstPSN) >= 0 && psnDiff(psn, res.lastPSN) <= 0 {
+			return res
+		}
+	}
+	return nil
+}
+
+// rcDuplicate answers a request whose PSN is behind the expected one (rxe's
+// duplicate_request): a SEND or WRITE is ACKed again (C9-105) and dropped; a
+// READ replays its responses from the PSN asked for, if a resource covers
+// it and the request is the original or a subset of it; an atomic replays
+// its saved original value and is never executed twice. Anything else is
+// dropped (class D).
+func (q *QP) rcDuplicate(p *packet.Packet, info *packet.OpcodeInfo, psn uint32) {
+	r := &q.resp
+	switch info.Kind {
+	case packet.KindSend, packet.KindWrite:
+		r.pushAck(packet.SyndromeACKUnlimited, psnAdd(r.ackPSN, psnMask))
+	case packet.KindReadRequest:
+		res := r.findRes(psn)
+		if res == nil || res.kind != resRead {
+			return
+		}
+		va, length := p.RETH.VA, p.RETH.Length
+		end := uint64(res.va) + uint64(res.length)
+		if va < res.va || length > res.length || va+uint64(length) > end || va+uint64(length) < va {
+			return
+		}
+		if p.RETH.RKey != res.rkey {
+			return
+		}
+		res.va = va
+		r.pushRead(psn, psn, va, res.rkey, length, psn == res.firstPSN)
+	case packet.KindCompareSwap, packet.KindFetchAdd:
+		res := r.findRes(psn)
+		if res == nil || res.kind != resAtomic {
+			return
+		}
+		r.pushAtomicAck(psn, res.orig)
+	case packet.KindAtomicWrite:
+		res := r.findRes(psn)
+		if res == nil || res.kind != resAtomicWrite {
+			return
+		}
+		r.pushRead(psn, psn, 0, 0, 0, true)
+	}
+}

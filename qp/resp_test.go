@@ -1,0 +1,775 @@
+package qp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRespSendOnlyScattersAndAcks(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(7, 100, 10, 0, 300) // a zero-length SGE in the middle is skipped
+	data := rspFill(200, 1)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, data, rspAckReq))
+
+	wcs := r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WC{ID: 7, Status: WCSuccess, Opcode: WCRecv, ByteLen: 200, QPN: rspQPN}, wcs[0])
+	assert.Equal(t, data, r.recvBuf()[100:300])
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN, 1)
+	assert.Equal(t, uint64(1), r.q.counters.RdmaRecvs)
+}
+
+func TestRespSendMultiPacketImmSolicited(t *testing.T) {
+	r := newRespRig(t, RC)
+	notified := 0
+	r.rcq.Notify = func() { notified++ }
+	r.rcq.Arm(true)
+	r.post(1, 0, 4096)
+	data := rspFill(600, 3)
+	r.recv(rspPkt(packet.RCSendFirst, rspPSN, data[:256], nil))
+	r.recv(rspPkt(packet.RCSendMiddle, rspPSN+1, data[256:512], nil))
+	require.Empty(t, r.drain(), "no AckReq, no ACK")
+	require.Zero(t, r.rcq.Len())
+	r.recv(rspPkt(packet.RCSendLastImm, rspPSN+2, data[512:], func(p *packet.Packet) {
+		p.Imm = 0xCAFEBABE
+		p.BTH.SE = true
+		p.BTH.AckReq = true
+	}))
+	wcs := r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WC{ID: 1, Opcode: WCRecv, ByteLen: 600, Imm: 0xCAFEBABE, Flags: WCWithImm, QPN: rspQPN}, wcs[0])
+	assert.Equal(t, data, r.recvBuf()[:600])
+	assert.Equal(t, 1, notified, "solicited completion wakes a solicited-only CQ")
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN+2, 1)
+}
+
+func TestRespUnsolicitedDoesNotWakeSolicitedCQ(t *testing.T) {
+	r := newRespRig(t, RC)
+	notified := 0
+	r.rcq.Notify = func() { notified++ }
+	r.rcq.Arm(true)
+	r.post(1, 0, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(8, 0), nil))
+	require.Len(t, r.wcs(), 1)
+	assert.Zero(t, notified)
+}
+
+func TestRespAckCoalescing(t *testing.T) {
+	r := newRespRig(t, RC)
+	for i := 0; i < 3; i++ {
+		r.post(uint64(i), uint64(i)*64, 64)
+	}
+	for i := uint32(0); i < 3; i++ {
+		r.recv(rspPkt(packet.RCSendOnly, rspPSN+i, rspFill(16, byte(i)), rspAckReq))
+	}
+	// One cumulative ACK for the latest PSN, carrying the latest MSN.
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN+2, 3)
+	require.Len(t, r.wcs(), 3)
+}
+
+func TestRespWriteMultiPacket(t *testing.T) {
+	r := newRespRig(t, RC)
+	data := rspFill(700, 9)
+	va := uint64(rspRemoteVA + 0x100)
+	r.recv(rspPkt(packet.RCWriteFirst, rspPSN, data[:256], rspReth(va, rspRemoteKey, 700)))
+	r.recv(rspPkt(packet.RCWriteMiddle, rspPSN+1, data[256:512], nil))
+	r.recv(rspPkt(packet.RCWriteLast, rspPSN+2, data[512:], rspAckReq))
+	assert.Equal(t, data, r.remote(0x100, 700))
+	assert.Zero(t, r.rcq.Len(), "a WRITE without immediate consumes no receive WQE")
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN+2, 1)
+}
+
+func TestRespWriteImmConsumesWQE(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(5, 0, 16) // the WQE's buffer is not touched
+	data := rspFill(100, 4)
+	r.recv(rspPkt(packet.RCWriteOnlyImm, rspPSN, data, func(p *packet.Packet) {
+		rspReth(rspRemoteVA, rspRemoteKey, 100)(p)
+		p.Imm = 0x01020304
+		p.BTH.AckReq = true
+	}))
+	assert.Equal(t, data, r.remote(0, 100))
+	wcs := r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WC{ID: 5, Opcode: WCRecvRDMAImm, ByteLen: 100, Imm: 0x01020304, Flags: WCWithImm, QPN: rspQPN}, wcs[0])
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN, 1)
+}
+
+func TestRespZeroLengthWriteNeedsNoKey(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.recv(rspPkt(packet.RCWriteOnly, rspPSN, nil, func(p *packet.Packet) {
+		rspReth(0xdead, 0xbad, 0)(p)
+		p.BTH.AckReq = true
+	}))
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN, 1)
+	assert.Equal(t, RTR, r.q.State())
+}
+
+func TestRespReadResponses(t *testing.T) {
+	cases := []struct {
+		name   string
+		length uint32
+		ops    []packet.Opcode
+	}{
+		{"zero", 0, []packet.Opcode{packet.RCReadResponseOnly}},
+		{"one byte", 1, []packet.Opcode{packet.RCReadResponseOnly}},
+		{"exactly mtu", 256, []packet.Opcode{packet.RCReadResponseOnly}},
+		{"mtu plus one", 257, []packet.Opcode{packet.RCReadResponseFirst, packet.RCReadResponseLast}},
+		{"three packets", 600, []packet.Opcode{packet.RCReadResponseFirst, packet.RCReadResponseMid, packet.RCReadResponseLast}},
+		{"four full", 1024, []packet.Opcode{packet.RCReadResponseFirst, packet.RCReadResponseMid,
+			packet.RCReadResponseMid, packet.RCReadResponseLast}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRespRig(t, RC)
+			src := r.remote(0x40, int(c.length))
+			copy(src, rspFill(int(c.length), 11))
+			r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA+0x40, rspRemoteKey, c.length)))
+			out := r.drain()
+			require.Len(t, out, len(c.ops))
+			var got []byte
+			for i, p := range out {
+				assert.Equal(t, c.ops[i], p.BTH.Opcode, "packet %d", i)
+				assert.Equal(t, psnAdd(rspPSN, uint32(i)), p.BTH.PSN)
+				if p.Info().Is(packet.HdrAETH) {
+					assert.Equal(t, packet.SyndromeACKUnlimited, p.AETH.Syndrome)
+					assert.Equal(t, uint32(1), p.AETH.MSN, "MSN advances at the READ request")
+				}
+				got = append(got, p.Payload...)
+			}
+			assert.True(t, bytes.Equal(src, got), "payload")
+			assert.Len(t, got, int(c.length))
+			// The next request's PSN is after the responses.
+			assert.Equal(t, psnAdd(rspPSN, uint32(len(c.ops))), r.q.resp.psn)
+			r.post(1, 0, 64)
+			r.recv(rspPkt(packet.RCSendOnly, psnAdd(rspPSN, uint32(len(c.ops))), rspFill(4, 0), rspAckReq))
+			rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, psnAdd(rspPSN, uint32(len(c.ops))), 2)
+		})
+	}
+}
+
+func TestRespReadInterleavesWithAcksInPSNOrder(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 64)
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+3, rspFill(4, 0), rspAckReq))
+	out := r.drain()
+	require.Len(t, out, 4)
+	for i, p := range out[:3] {
+		assert.Equal(t, rspPSN+uint32(i), p.BTH.PSN)
+		assert.Equal(t, packet.KindReadResponse, p.Info().Kind)
+	}
+	rspRequireAck(t, out[3:], packet.SyndromeACKUnlimited, rspPSN+3, 2)
+}
+
+func TestRespAtomics(t *testing.T) {
+	cases := []struct {
+		name      string
+		op        packet.Opcode
+		init      uint64
+		swapAdd   uint64
+		compare   uint64
+		wantAfter uint64
+	}{
+		{"cmp swap hit", packet.RCCompareSwap, 5, 9, 5, 9},
+		{"cmp swap miss", packet.RCCompareSwap, 5, 9, 6, 5},
+		{"fetch add", packet.RCFetchAdd, 40, 2, 0, 42},
+		{"fetch add wraps", packet.RCFetchAdd, ^uint64(0), 2, 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRespRig(t, RC)
+			word := r.remote(8, 8)
+			binary.LittleEndian.PutUint64(word, c.init)
+			r.recv(rspPkt(c.op, rspPSN, nil, func(p *packet.Packet) {
+				p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA + 8, RKey: rspRemoteKey, SwapAdd: c.swapAdd, Compare: c.compare}
+			}))
+			assert.Equal(t, c.wantAfter, binary.LittleEndian.Uint64(word))
+			out := r.drain()
+			require.Len(t, out, 1, "an atomic is always acknowledged")
+			assert.Equal(t, packet.RCAtomicAcknowledge, out[0].BTH.Opcode)
+			assert.Equal(t, rspPSN, out[0].BTH.PSN)
+			assert.Equal(t, c.init, out[0].AtomicAck)
+			assert.Equal(t, packet.AETHFields{Syndrome: packet.SyndromeACKUnlimited, MSN: 1}, out[0].AETH)
+		})
+	}
+}
+
+func TestRespAtomicWrite(t *testing.T) {
+	r := newRespRig(t, RC)
+	val := rspFill(8, 0x50)
+	r.recv(rspPkt(packet.RCAtomicWrite, rspPSN, val, rspReth(rspRemoteVA+16, rspRemoteKey, 8)))
+	assert.Equal(t, val, r.remote(16, 8))
+	out := r.drain()
+	require.Len(t, out, 1)
+	assert.Equal(t, packet.RCReadResponseOnly, out[0].BTH.Opcode)
+	assert.Empty(t, out[0].Payload)
+	// A duplicate is acknowledged again without writing.
+	copy(r.remote(16, 8), make([]byte, 8))
+	r.recv(rspPkt(packet.RCAtomicWrite, rspPSN, val, rspReth(rspRemoteVA+16, rspRemoteKey, 8)))
+	out = r.drain()
+	require.Len(t, out, 1)
+	assert.Equal(t, packet.RCReadResponseOnly, out[0].BTH.Opcode)
+	assert.Equal(t, make([]byte, 8), r.remote(16, 8))
+}
+
+func TestRespPSNAheadNaksOnce(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+2, rspFill(4, 0), rspAckReq))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+3, rspFill(4, 0), rspAckReq))
+	rspRequireAck(t, r.drain(), packet.SyndromeNAKPSNSeq, rspPSN, 0)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+4, rspFill(4, 0), rspAckReq))
+	assert.Empty(t, r.drain(), "silent until the expected PSN arrives")
+	assert.Equal(t, uint64(1), r.q.counters.OutOfSeqRequest)
+	assert.Zero(t, r.rcq.Len())
+
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN, 1)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+5, rspFill(4, 0), rspAckReq))
+	rspRequireAck(t, r.drain(), packet.SyndromeNAKPSNSeq, rspPSN+1, 1)
+	assert.Equal(t, uint64(2), r.q.counters.OutOfSeqRequest)
+	assert.Equal(t, uint64(2), r.q.counters.NAKsSent)
+}
+
+func TestRespDuplicateSendAndWriteReAcked(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 64)
+	r.post(2, 64, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+	r.recv(rspPkt(packet.RCWriteOnly, rspPSN+1, rspFill(4, 1), rspReth(rspRemoteVA, rspRemoteKey, 4)))
+	require.Len(t, r.drain(), 1)
+	require.Len(t, r.wcs(), 1)
+
+	copy(r.remote(0, 4), make([]byte, 4))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+	r.recv(rspPkt(packet.RCWriteOnly, rspPSN+1, rspFill(4, 1), rspReth(rspRemoteVA, rspRemoteKey, 4)))
+	// C9-105: ACK the last executed request; the duplicates are dropped.
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN+1, 2)
+	assert.Zero(t, r.rcq.Len(), "a duplicate SEND does not consume a WQE")
+	assert.Equal(t, make([]byte, 4), r.remote(0, 4), "a duplicate WRITE is not executed")
+	assert.Equal(t, uint64(2), r.q.counters.DuplicateRequest)
+}
+
+func TestRespDuplicateReadReplays(t *testing.T) {
+	r := newRespRig(t, RC)
+	copy(r.remote(0, 600), rspFill(600, 21))
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	orig := r.drain()
+	require.Len(t, orig, 3)
+
+	t.Run("whole", func(t *testing.T) {
+		r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+		out := r.drain()
+		require.Len(t, out, 3)
+		for i := range out {
+			assert.Equal(t, orig[i].BTH, out[i].BTH)
+			assert.Equal(t, orig[i].Payload, out[i].Payload)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		psn  uint32
+		va   uint64
+		rkey uint32
+		len  uint32
+	}{
+		{"other rkey", rspPSN, rspRemoteVA + 256, 0x77, 344},
+		{"longer", rspPSN + 1, rspRemoteVA + 256, rspRemoteKey, 345},
+		{"before the start", rspPSN + 1, rspRemoteVA - 1, rspRemoteKey, 10},
+		{"no resource", rspPSN - 1, rspRemoteVA, rspRemoteKey, 10},
+	} {
+		t.Run("dropped "+c.name, func(t *testing.T) {
+			r.recv(rspPkt(packet.RCReadRequest, c.psn, nil, rspReth(c.va, c.rkey, c.len)))
+			assert.Empty(t, r.drain())
+			assert.Equal(t, RTR, r.q.State())
+		})
+	}
+	t.Run("from the middle", func(t *testing.T) {
+		// The requester resumes at the second packet with a new RETH;
+		// rxe answers with MIDDLE/LAST, not FIRST.
+		r.recv(rspPkt(packet.RCReadRequest, rspPSN+1, nil, rspReth(rspRemoteVA+256, rspRemoteKey, 344)))
+		out := r.drain()
+		require.Len(t, out, 2)
+		assert.Equal(t, packet.RCReadResponseMid, out[0].BTH.Opcode)
+		assert.Equal(t, rspPSN+1, out[0].BTH.PSN)
+		assert.Equal(t, packet.RCReadResponseLast, out[1].BTH.Opcode)
+		assert.Equal(t, rspPSN+2, out[1].BTH.PSN)
+		assert.Equal(t, orig[1].Payload, out[0].Payload)
+		assert.Equal(t, orig[2].Payload, out[1].Payload)
+	})
+}
+
+func TestRespDuplicateAtomicNotReExecuted(t *testing.T) {
+	r := newRespRig(t, RC)
+	word := r.remote(0, 8)
+	binary.LittleEndian.PutUint64(word, 100)
+	fa := rspPkt(packet.RCFetchAdd, rspPSN, nil, func(p *packet.Packet) {
+		p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey, SwapAdd: 1}
+	})
+	r.recv(fa)
+	require.Len(t, r.drain(), 1)
+	for i := 0; i < 3; i++ {
+		r.recv(fa)
+		out := r.drain()
+		require.Len(t, out, 1)
+		assert.Equal(t, packet.RCAtomicAcknowledge, out[0].BTH.Opcode)
+		assert.Equal(t, uint64(100), out[0].AtomicAck, "the saved original value")
+		assert.Equal(t, rspPSN, out[0].BTH.PSN)
+	}
+	assert.Equal(t, uint64(101), binary.LittleEndian.Uint64(word), "executed exactly once")
+	// A duplicate of a different kind at that PSN is not answered.
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
+	assert.Empty(t, r.drain())
+}
+
+func TestRespResourceRingRecycles(t *testing.T) {
+	r := newRespRig(t, RC, rspWithMaxDestRdAtomic(2))
+	require.Len(t, r.q.resp.res, 2)
+	binary.LittleEndian.PutUint64(r.remote(0, 8), 0)
+	for i := uint32(0); i < 3; i++ {
+		r.recv(rspPkt(packet.RCFetchAdd, rspPSN+i, nil, func(p *packet.Packet) {
+			p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey, SwapAdd: 1}
+		}))
+	}
+	require.Len(t, r.drain(), 3)
+	// The oldest record was recycled: its duplicate is dropped; the
+	// newer ones still replay.
+	r.recv(rspPkt(packet.RCFetchAdd, rspPSN, nil, func(p *packet.Packet) {
+		p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey, SwapAdd: 1}
+	}))
+	assert.Empty(t, r.drain())
+	r.recv(rspPkt(packet.RCFetchAdd, rspPSN+2, nil, func(p *packet.Packet) {
+		p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey, SwapAdd: 1}
+	}))
+	out := r.drain()
+	require.Len(t, out, 1)
+	assert.Equal(t, uint64(2), out[0].AtomicAck)
+}
+
+func TestRespRNR(t *testing.T) {
+	for _, op := range []packet.Opcode{packet.RCSendOnly, packet.RCSendFirst, packet.RCWriteOnlyImm} {
+		t.Run(op.String(), func(t *testing.T) {
+			r := newRespRig(t, RC)
+			mk := func() packet.Packet {
+				n := 10
+				if op == packet.RCSendFirst {
+					n = rspMTU
+				}
+				return rspPkt(op, rspPSN, rspFill(n, 0), func(p *packet.Packet) {
+					rspReth(rspRemoteVA, rspRemoteKey, uint32(n))(p)
+					p.BTH.AckReq = true
+				})
+			}
+			r.recv(mk())
+			rspRequireAck(t, r.drain(), packet.MakeRNR(rspRNR), rspPSN, 0)
+			assert.Equal(t, uint64(1), r.q.counters.SendRNRErr)
+			assert.Equal(t, RTR, r.q.State())
+			// The PSN was not consumed: the retry is accepted.
+			r.post(3, 0, 4096)
+			r.recv(mk())
+			out := r.drain()
+			if op == packet.RCSendFirst {
+				rspRequireAck(t, out, packet.SyndromeACKUnlimited, rspPSN, 0)
+			} else {
+				rspRequireAck(t, out, packet.SyndromeACKUnlimited, rspPSN, 1)
+				require.Len(t, r.wcs(), 1)
+			}
+		})
+	}
+}
+
+func TestRespRemoteAccessErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		p    packet.Packet
+	}{
+		{"write bad rkey", rspPkt(packet.RCWriteOnly, rspPSN, rspFill(8, 0), rspReth(rspRemoteVA, 0x99, 8))},
+		{"write out of bounds", rspPkt(packet.RCWriteOnly, rspPSN, rspFill(8, 0), rspReth(rspRemoteVA+64<<10-4, rspRemoteKey, 8))},
+		{"write first covers too much", rspPkt(packet.RCWriteFirst, rspPSN, rspFill(rspMTU, 0), rspReth(rspRemoteVA, rspRemoteKey, 65<<10))},
+		{"write to region without remote write", rspPkt(packet.RCWriteOnly, rspPSN, rspFill(8, 0), rspReth(0, rspRecvKey, 8))},
+		{"read bad rkey", rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, 0x99, 8))},
+		{"read out of bounds", rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 64<<10+1))},
+		{"read region without remote read", rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(0, rspRecvKey, 8))},
+		{"atomic bad rkey", rspPkt(packet.RCCompareSwap, rspPSN, nil, func(p *packet.Packet) {
+			p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: 0x99}
+		})},
+		{"atomic region without atomic", rspPkt(packet.RCFetchAdd, rspPSN, nil, func(p *packet.Packet) {
+			p.AtomicETH = packet.AtomicETHFields{VA: 0, RKey: rspRecvKey}
+		})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRespRig(t, RC)
+			r.post(9, 0, 64)
+			r.recv(c.p)
+			r.requireFatal(packet.SyndromeNAKRemAccess, rspPSN, EventQPAccessErr)
+			wcs := r.wcs()
+			require.Len(t, wcs, 1, "the posted receive is flushed")
+			assert.Equal(t, WCWRFlushErr, wcs[0].Status)
+			assert.Equal(t, uint64(9), wcs[0].ID)
+		})
+	}
+}
+
+func TestRespInvalidRequests(t *testing.T) {
+	noAccess := func(a Access) rspOpt { return rspWithAccess(rspAllAccess() &^ a) }
+	cases := []struct {
+		name    string
+		opts    []rspOpt
+		before  []packet.Packet // accepted first
+		p       packet.Packet
+		wqeStat WCStatus // status of the receive WQE in use, if any
+	}{
+		{name: "write without REMOTE_WRITE", opts: []rspOpt{noAccess(AccessRemoteWrite)},
+			p: rspPkt(packet.RCWriteOnly, rspPSN, rspFill(8, 0), rspReth(rspRemoteVA, rspRemoteKey, 8))},
+		{name: "read without REMOTE_READ", opts: []rspOpt{noAccess(AccessRemoteRead)},
+			p: rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 8))},
+		{name: "atomic without REMOTE_ATOMIC", opts: []rspOpt{noAccess(AccessRemoteAtomic)},
+			p: rspPkt(packet.RCFetchAdd, rspPSN, nil, func(p *packet.Packet) {
+				p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey}
+			})},
+		{name: "read with max_dest_rd_atomic 0", opts: []rspOpt{rspWithMaxDestRdAtomic(0)},
+			p: rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 8))},
+		{name: "misaligned atomic",
+			p: rspPkt(packet.RCCompareSwap, rspPSN, nil, func(p *packet.Packet) {
+				p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA + 4, RKey: rspRemoteKey}
+			})},
+		{name: "send middle without first", p: rspPkt(packet.RCSendMiddle, rspPSN, rspFill(rspMTU, 0), nil)},
+		{name: "send last without first", p: rspPkt(packet.RCSendLast, rspPSN, rspFill(8, 0), nil)},
+		{name: "write last without first", p: rspPkt(packet.RCWriteLast, rspPSN, rspFill(8, 0), nil)},
+		{name: "send only inside a send",
+			before:  []packet.Packet{rspPkt(packet.RCSendFirst, rspPSN-1, rspFill(rspMTU, 0), nil)},
+			p:       rspPkt(packet.RCSendOnly, rspPSN, rspFill(8, 0), nil),
+			wqeStat: WCRemInvReqErr},
+		{name: "write middle inside a send",
+			before:  []packet.Packet{rspPkt(packet.RCSendFirst, rspPSN-1, rspFill(rspMTU, 0), nil)},
+			p:       rspPkt(packet.RCWriteMiddle, rspPSN, rspFill(rspMTU, 0), nil),
+			wqeStat: WCRemInvReqErr},
+		{name: "read inside a write",
+			before: []packet.Packet{rspPkt(packet.RCWriteFirst, rspPSN-1, rspFill(rspMTU, 0), rspReth(rspRemoteVA, rspRemoteKey, 1000))},
+			p:      rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 8))},
+		{name: "send first shorter than mtu", p: rspPkt(packet.RCSendFirst, rspPSN, rspFill(rspMTU-4, 0), nil), wqeStat: WCRemInvReqErr},
+		{name: "send only longer than mtu", p: rspPkt(packet.RCSendOnly, rspPSN, rspFill(rspMTU+4, 0), nil), wqeStat: WCRemInvReqErr},
+		{name: "send last empty",
+			before:  []packet.Packet{rspPkt(packet.RCSendFirst, rspPSN-1, rspFill(rspMTU, 0), nil)},
+			p:       rspPkt(packet.RCSendLast, rspPSN, nil, nil),
+			wqeStat: WCRemInvReqErr},
+		{name: "write only shorter than reth", p: rspPkt(packet.RCWriteOnly, rspPSN, rspFill(8, 0), rspReth(rspRemoteVA, rspRemoteKey, 12))},
+		{name: "write last short of reth",
+			before: []packet.Packet{rspPkt(packet.RCWriteFirst, rspPSN-1, rspFill(rspMTU, 0), rspReth(rspRemoteVA, rspRemoteKey, 600))},
+			p:      rspPkt(packet.RCWriteLast, rspPSN, rspFill(8, 0), nil)},
+		{name: "reth length over 2^31", p: rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 1<<31+1))},
+		{name: "flush unsupported", p: rspPkt(packet.RCFlush, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 8))},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRespRig(t, RC, append([]rspOpt{rspWithRQPSN(rspPSN - uint32(len(c.before)))}, c.opts...)...)
+			r.post(9, 0, 4096)
+			r.post(10, 4096, 64)
+			for _, b := range c.before {
+				r.recv(b)
+			}
+			require.Empty(t, r.drain())
+			r.recv(c.p)
+			r.requireFatal(packet.SyndromeNAKInvReq, rspPSN, EventQPReqErr)
+			wcs := r.wcs()
+			if c.wqeStat != WCSuccess {
+				require.Len(t, wcs, 2)
+				assert.Equal(t, WC{ID: 9, Status: c.wqeStat, Opcode: WCRecv, QPN: rspQPN}, wcs[0])
+				assert.Equal(t, WCWRFlushErr, wcs[1].Status)
+			} else {
+				require.Len(t, wcs, 2)
+				assert.Equal(t, WCWRFlushErr, wcs[0].Status)
+				assert.Equal(t, uint64(9), wcs[0].ID)
+			}
+		})
+	}
+}
+
+func TestRespRecvOverflowRC(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 100)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(101, 0), nil))
+	r.requireFatal(packet.SyndromeNAKInvReq, rspPSN, EventQPReqErr)
+	wcs := r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCLocLenErr, wcs[0].Status)
+	assert.Equal(t, make([]byte, 101), r.recvBuf()[:101], "nothing is placed")
+}
+
+func TestRespMalformedRecvWQE(t *testing.T) {
+	r := newRespRig(t, RC)
+	require.NoError(t, r.q.PostRecv(&RecvWR{ID: 4, SGL: []SGE{{Addr: 0, Length: 64, LKey: 0x4242}}}))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(10, 0), nil))
+	r.requireFatal(packet.SyndromeNAKRemOp, rspPSN, EventQPFatal)
+	wcs := r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCLocQPOpErr, wcs[0].Status)
+}
+
+func TestRespSendWithInvalidate(t *testing.T) {
+	t.Run("ok", func(t *testing.T) {
+		r := newRespRig(t, RC)
+		r.post(1, 0, 64)
+		r.recv(rspPkt(packet.RCSendOnlyInv, rspPSN, rspFill(8, 0), func(p *packet.Packet) { p.IETH = rspRemoteKey }))
+		wcs := r.wcs()
+		require.Len(t, wcs, 1)
+		assert.Equal(t, WC{ID: 1, Opcode: WCRecv, ByteLen: 8, Imm: rspRemoteKey, Flags: WCWithInv, QPN: rspQPN}, wcs[0])
+		assert.Equal(t, []uint32{rspRemoteKey}, r.mem.Invalidated)
+	})
+	t.Run("unknown key", func(t *testing.T) {
+		r := newRespRig(t, RC)
+		r.post(1, 0, 64)
+		r.recv(rspPkt(packet.RCSendOnlyInv, rspPSN, rspFill(8, 0), func(p *packet.Packet) { p.IETH = 0x5555 }))
+		r.requireFatal(packet.SyndromeNAKInvReq, rspPSN, EventQPReqErr)
+		wcs := r.wcs()
+		require.Len(t, wcs, 1)
+		assert.Equal(t, WCRemInvReqErr, wcs[0].Status)
+	})
+}
+
+func TestRespReadMemoryGoneAtTransmit(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	var o Outgoing
+	require.True(t, r.q.Transmit(r.now, &o))
+	require.Equal(t, packet.RCReadResponseFirst, o.Pkt.BTH.Opcode)
+	require.NoError(t, r.mem.Invalidate(rspRemoteKey, false))
+	require.True(t, r.q.Transmit(r.now, &o))
+	assert.Equal(t, packet.RCAcknowledge, o.Pkt.BTH.Opcode)
+	assert.Equal(t, packet.SyndromeNAKRemAccess, o.Pkt.AETH.Syndrome)
+	assert.Equal(t, rspPSN, o.Pkt.BTH.PSN, "the NAK names the READ request")
+	assert.Equal(t, Err, r.q.State())
+	assert.False(t, r.q.Pending(r.now))
+}
+
+func TestRespPSNWrap(t *testing.T) {
+	r := newRespRig(t, RC, rspWithRQPSN(0xFFFFFE))
+	for i := 0; i < 3; i++ {
+		r.post(uint64(i), uint64(i)*64, 64)
+	}
+	r.recv(rspPkt(packet.RCSendOnly, 0xFFFFFE, rspFill(4, 0), nil))
+	r.recv(rspPkt(packet.RCSendOnly, 0xFFFFFF, rspFill(4, 0), nil))
+	r.recv(rspPkt(packet.RCSendOnly, 0, rspFill(4, 0), rspAckReq))
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, 0, 3)
+	require.Len(t, r.wcs(), 3)
+
+	// A READ whose responses cross the wrap.
+	r2 := newRespRig(t, RC, rspWithRQPSN(0xFFFFFF))
+	r2.recv(rspPkt(packet.RCReadRequest, 0xFFFFFF, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	out := r2.drain()
+	require.Len(t, out, 3)
+	assert.Equal(t, []uint32{0xFFFFFF, 0, 1}, []uint32{out[0].BTH.PSN, out[1].BTH.PSN, out[2].BTH.PSN})
+	assert.Equal(t, uint32(2), r2.q.resp.psn)
+	// 0xFFFFFF is now behind: a duplicate, replayed.
+	r2.recv(rspPkt(packet.RCReadRequest, 0xFFFFFF, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	assert.Len(t, r2.drain(), 3)
+	assert.Equal(t, uint64(1), r2.q.counters.DuplicateRequest)
+	// and 3 is ahead.
+	r2.recv(rspPkt(packet.RCSendOnly, 3, rspFill(4, 0), nil))
+	rspRequireAck(t, r2.drain(), packet.SyndromeNAKPSNSeq, 2, 1)
+}
+
+func TestRespDropsInWrongState(t *testing.T) {
+	r := newRespRig(t, RC)
+	for _, st := range []State{Err, Reset} {
+		require.NoError(t, r.q.Modify(&Attr{State: st}, AttrState))
+		r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+		assert.Empty(t, r.drain())
+	}
+	attr := rspDefaultAttr()
+	attr.State = Init
+	require.NoError(t, r.q.Modify(&attr, AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags))
+	require.NoError(t, r.q.PostRecv(&RecvWR{ID: 1, SGL: []SGE{{Addr: 0, Length: 64, LKey: rspRecvKey}}}))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+	assert.Empty(t, r.drain())
+	assert.Zero(t, r.rcq.Len())
+	assert.Equal(t, uint64(3), r.q.counters.DropQPState)
+}
+
+func TestRespDropsUnknownAndResponseOpcodes(t *testing.T) {
+	r := newRespRig(t, RC)
+	bad := rspPkt(packet.Opcode(0x15), rspPSN, nil, nil) // no such RC opcode
+	r.recvRaw(bad)
+	r.q.respReceive(r.now, &Incoming{Pkt: rspPkt(packet.RCAcknowledge, rspPSN, nil, nil)})
+	assert.Equal(t, uint64(2), r.q.counters.DropBadOpcode)
+	assert.Empty(t, r.drain())
+	assert.Equal(t, RTR, r.q.State())
+}
+
+func TestRespQueueFullDropsRequest(t *testing.T) {
+	r := newRespRig(t, RC, rspWithMaxDestRdAtomic(1))
+	capacity := len(r.q.resp.out)
+	for i := 0; i < capacity; i++ {
+		r.recv(rspPkt(packet.RCReadRequest, rspPSN+uint32(i), nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
+	}
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN+uint32(capacity), nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
+	assert.Equal(t, uint64(1), r.q.counters.DropRespBusy)
+	assert.Len(t, r.drain(), capacity)
+	// The dropped request was not executed: it is accepted when sent again.
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN+uint32(capacity), nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
+	assert.Len(t, r.drain(), 1)
+}
+
+func TestRespModifyToErrFlushesInOrder(t *testing.T) {
+	r := newRespRig(t, RC)
+	for i := uint64(1); i <= 3; i++ {
+		r.post(i, 0, 64)
+	}
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 600)))
+	require.NoError(t, r.q.Modify(&Attr{State: Err}, AttrState))
+	assert.Empty(t, r.drain(), "a modify to ERR stops queued responses")
+	wcs := r.wcs()
+	require.Len(t, wcs, 3)
+	for i, wc := range wcs {
+		assert.Equal(t, WC{ID: uint64(i + 1), Status: WCWRFlushErr, Opcode: WCRecv, QPN: rspQPN}, wc)
+	}
+	// Posting in ERR completes at once.
+	r.post(4, 0, 64)
+	wcs = r.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCWRFlushErr, wcs[0].Status)
+	assert.Equal(t, uint64(4), wcs[0].ID)
+}
+
+func TestRespFlushIncludesMessageInProgress(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 4096)
+	r.post(2, 4096, 64)
+	r.recv(rspPkt(packet.RCSendFirst, rspPSN, rspFill(rspMTU, 0), nil))
+	require.NoError(t, r.q.Modify(&Attr{State: Err}, AttrState))
+	wcs := r.wcs()
+	require.Len(t, wcs, 2)
+	assert.Equal(t, []uint64{1, 2}, []uint64{wcs[0].ID, wcs[1].ID})
+}
+
+func TestRespResetDropsWithoutCompletions(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), nil))
+	r.post(2, 0, 64)
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN+1, nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
+	require.Len(t, r.wcs(), 1)
+	require.NoError(t, r.q.Modify(&Attr{State: Reset}, AttrState))
+	assert.False(t, r.q.Pending(r.now))
+	assert.Zero(t, r.rcq.Len())
+	assert.Zero(t, r.q.rq.ring.n)
+	assert.Zero(t, r.q.resp.msn)
+	assert.Nil(t, r.q.resp.findRes(rspPSN+1))
+	err := r.q.PostRecv(&RecvWR{ID: 3})
+	assert.ErrorIs(t, err, ErrQPState)
+}
+
+func TestPostRecvChecks(t *testing.T) {
+	r := newRespRig(t, RC, rspWithRecvCap(2, 2))
+	err := r.q.PostRecv(&RecvWR{ID: 1, SGL: make([]SGE, 3)})
+	assert.ErrorIs(t, err, ErrTooManySGE)
+	assert.Contains(t, err.Error(), "qp 17")
+	require.NoError(t, r.q.PostRecv(&RecvWR{ID: 1, SGL: make([]SGE, 2)}))
+	require.NoError(t, r.q.PostRecv(&RecvWR{ID: 2}))
+	assert.ErrorIs(t, r.q.PostRecv(&RecvWR{ID: 3}), ErrQueueFull)
+
+	// The SGL is copied: changing the caller's slice afterwards has no effect.
+	r2 := newRespRig(t, RC)
+	sgl := []SGE{{Addr: 0, Length: 64, LKey: rspRecvKey}}
+	require.NoError(t, r2.q.PostRecv(&RecvWR{ID: 1, SGL: sgl}))
+	sgl[0].LKey = 0xbad
+	r2.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(8, 0), nil))
+	wcs := r2.wcs()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCSuccess, wcs[0].Status)
+}
+
+func TestRespCQOverflowStopsQP(t *testing.T) {
+	r := newRespRig(t, RC, rspWithCQDepth(1))
+	r.post(1, 0, 64)
+	r.post(2, 64, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), nil))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+1, rspFill(4, 0), rspAckReq))
+	assert.Equal(t, Err, r.q.State())
+	assert.True(t, r.rcq.Overflowed())
+	assert.Empty(t, r.drain(), "no ACK for a message whose completion was lost")
+}
+
+// Zero allocations per packet in steady state: SEND with completion and ACK,
+// multi-packet WRITE, and a READ's responses.
+func TestRespNoAllocs(t *testing.T) {
+	r := newRespRig(t, RC)
+	send := rspPkt(packet.RCSendOnly, 0, rspFill(64, 0), rspAckReq)
+	wrFirst := rspPkt(packet.RCWriteFirst, 0, rspFill(rspMTU, 0), rspReth(rspRemoteVA, rspRemoteKey, 300))
+	wrLast := rspPkt(packet.RCWriteLast, 0, rspFill(44, 0), rspAckReq)
+	wrLast.BTH.PadCnt = uint8(wrLast.Pad())
+	read := rspPkt(packet.RCReadRequest, 0, nil, rspReth(rspRemoteVA, rspRemoteKey, 1000))
+	wr := RecvWR{ID: 1, SGL: []SGE{{Addr: 0, Length: 32, LKey: rspRecvKey}, {Addr: 32, Length: 64, LKey: rspRecvKey}}}
+	out := make([]WC, 4)
+	var o Outgoing
+	psn := uint32(rspPSN)
+	step := func() {
+		if err := r.q.PostRecv(&wr); err != nil {
+			panic(err)
+		}
+		send.BTH.PSN = psn
+		r.q.Receive(r.now, &Incoming{Pkt: send})
+		wrFirst.BTH.PSN = psnAdd(psn, 1)
+		r.q.Receive(r.now, &Incoming{Pkt: wrFirst})
+		wrLast.BTH.PSN = psnAdd(psn, 2)
+		r.q.Receive(r.now, &Incoming{Pkt: wrLast})
+		read.BTH.PSN = psnAdd(psn, 3)
+		r.q.Receive(r.now, &Incoming{Pkt: read})
+		psn = psnAdd(psn, 7)
+		for r.q.Transmit(r.now, &o) {
+		}
+		r.rcq.Poll(out)
+	}
+	step()
+	require.Equal(t, RTR, r.q.State())
+	require.Equal(t, psn, r.q.resp.psn)
+	allocs := testing.AllocsPerRun(200, step)
+	assert.Zero(t, allocs)
+	require.Equal(t, RTR, r.q.State())
+}
+
+// FuzzRespReceive feeds arbitrary decoded packets to RC, UC and UD
+// responders with receive WQEs posted: hostile input must never panic, and
+// whatever the responder queues must encode.
+func FuzzRespReceive(f *testing.F) {
+	seeds := []packet.Packet{
+		rspPkt(packet.RCSendOnly, rspPSN, rspFill(20, 0), rspAckReq),
+		rspPkt(packet.RCReadRequest, rspPSN, nil, rspReth(rspRemoteVA, rspRemoteKey, 700)),
+		rspPkt(packet.RCWriteFirst, rspPSN, rspFill(rspMTU, 0), rspReth(rspRemoteVA, rspRemoteKey, 600)),
+		rspPkt(packet.RCFetchAdd, rspPSN, nil, func(p *packet.Packet) {
+			p.AtomicETH = packet.AtomicETHFields{VA: rspRemoteVA, RKey: rspRemoteKey, SwapAdd: 3}
+		}),
+		rspPkt(packet.UCSendFirst, rspPSN, rspFill(rspMTU, 0), nil),
+		udPkt(packet.UDSendOnly, rspQKey, 3, rspFill(30, 0)),
+	}
+	for _, p := range seeds {
+		f.Add(p.AppendTo(nil), p.AppendTo(nil))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		for _, typ := range []Type{RC, UC, UD} {
+			r := newRespRig(t, typ)
+			r.post(1, 0, 300, 300)
+			r.post(2, 1000, 5)
+			for _, raw := range [][]byte{a, b, a} {
+				var p packet.Packet
+				if p.Decode(raw) != nil {
+					continue
+				}
+				r.q.Receive(r.now, &Incoming{Pkt: p, IPHeader: raw[:min(len(raw), 20)]})
+				for i := 0; i < 1000 && r.q.Pending(r.now); i++ {
+					var o Outgoing
+					r.q.Transmit(r.now, &o)
+					var d packet.Packet
+					require.NoError(t, d.Decode(o.Pkt.AppendTo(nil)))
+				}
+			}
+		}
+	})
+}
