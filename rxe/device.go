@@ -1,0 +1,200 @@
+package rxe
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe/link"
+)
+
+// Config describes a device.
+type Config struct {
+	// Name is the device name, such as "rxe0".
+	Name string
+	// Link carries the device's frames. It may be nil when the caller (the
+	// simulator) drives the core and moves frames itself; Start needs it.
+	Link link.Link
+	// IPv4 and IPv6 are the device's addresses; at least one is required.
+	// They become GIDs 1 and 2 (GID 0 is the link-local default GID).
+	IPv4, IPv6 netip.Addr
+	// MAC is the Ethernet address; zero means Link.MAC().
+	MAC [6]byte
+	// MTU is the link MTU (largest IP packet); zero means Link.MTU(), or
+	// 1500 without a link. The port's active MTU is derived from it.
+	MTU int
+	// Seed seeds the generator of memory-key bytes, for reproducible runs
+	// (the simulator). Zero seeds it from crypto/rand, so keys cannot be
+	// guessed.
+	Seed uint64
+	// FixedSrcPort, when non-zero, is the UDP source port every packet
+	// carries, whatever the QP: a link that sends through a kernel UDP socket
+	// bound to a port can send from that port only, and the ICRC covers it.
+	// Zero means what link.FixedSourcePort reports for Link, if anything.
+	// Such a link also lets the kernel write the IPv4 ID, which is 0 with
+	// path-MTU discovery on, so the device then writes 0 too.
+	FixedSrcPort uint16
+}
+
+// Errors the device returns, wrapped with context.
+var (
+	ErrBusy         = errors.New("resource still in use")
+	ErrDestroyed    = errors.New("resource already destroyed")
+	ErrWrongDevice  = errors.New("resource belongs to another device")
+	ErrInvalid      = errors.New("invalid argument")
+	ErrLimit        = errors.New("device limit reached")
+	ErrClosed       = errors.New("device closed")
+	ErrNoLink       = errors.New("device has no link")
+	ErrAlreadyStart = errors.New("device already started")
+)
+
+// Device is a software RNIC: see the package documentation.
+type Device struct {
+	name       string
+	link       link.Link
+	mac        [6]byte
+	mtu        int
+	fixedSport uint16
+	gids       []netip.Addr // 16-byte form, table order
+	gidIPs     []netip.Addr // the same, unmapped: what IP headers carry
+	attr       DeviceAttr
+	port       PortAttr
+
+	mu     sync.Mutex
+	keys   *rand.ChaCha8
+	cnt    Counters
+	qpCnt  qp.Counters // shared by all QPs
+	events chan AsyncEvent
+
+	handles uint32 // last object handle given out
+	pds     int
+	cqs     int
+	srqs    int
+	ahs     int
+	mrs     []mrSlot // by index
+	mrNext  uint32
+	mrCount int
+	qps     map[uint32]*QP
+	qpList  []*QP // live QPs, for Tick and Deadline
+	qpNext  uint32
+
+	ready    []*QP // QPs that may have output, round-robin order
+	readyHd  int
+	earliest qp.Time // lower bound of every QP's deadline
+
+	// Receive and transmit scratch, under mu.
+	rxFrame packet.Frame
+	rxIn    qp.Incoming
+	rxIPHdr [packet.IPv4Len]byte // IPv4 header with a recovered ID
+	txOut   qp.Outgoing
+	txAddr  packet.Addressing
+	txEth   packet.Ethernet
+	loopBuf []byte
+	ipid    uint16
+
+	rt atomic.Pointer[runtime] // set while the runtime runs
+}
+
+// Default values.
+const (
+	defaultMTU      = 1500
+	defaultHopLimit = 64
+	eventQueueLen   = 1024
+)
+
+// New creates a device.
+func New(cfg Config) (*Device, error) {
+	if cfg.Name == "" {
+		cfg.Name = "rxe0"
+	}
+	if !cfg.IPv4.IsValid() && !cfg.IPv6.IsValid() {
+		return nil, fmt.Errorf("new device %s: an IPv4 or IPv6 address is required: %w", cfg.Name, ErrInvalid)
+	}
+	if cfg.IPv4.IsValid() && !cfg.IPv4.Unmap().Is4() {
+		return nil, fmt.Errorf("new device %s: IPv4 address %s is not IPv4: %w", cfg.Name, cfg.IPv4, ErrInvalid)
+	}
+	if cfg.IPv6.IsValid() && (!cfg.IPv6.Is6() || cfg.IPv6.Is4In6()) {
+		return nil, fmt.Errorf("new device %s: IPv6 address %s is not IPv6: %w", cfg.Name, cfg.IPv6, ErrInvalid)
+	}
+	if cfg.Link != nil {
+		if cfg.MAC == ([6]byte{}) {
+			cfg.MAC = cfg.Link.MAC()
+		}
+		if cfg.MTU == 0 {
+			cfg.MTU = cfg.Link.MTU()
+		}
+		if cfg.FixedSrcPort == 0 {
+			if p, ok := link.FixedSourcePort(cfg.Link); ok {
+				cfg.FixedSrcPort = p
+			}
+		}
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = defaultMTU
+	}
+	if cfg.MTU < 256+80 {
+		return nil, fmt.Errorf("new device %s: MTU %d below the 336 bytes a 256-byte IB MTU needs: %w", cfg.Name, cfg.MTU, ErrInvalid)
+	}
+	seed := cfg.Seed
+	var key [32]byte
+	if seed == 0 {
+		if _, err := crand.Read(key[:]); err != nil {
+			return nil, fmt.Errorf("new device %s: seed keys: %w", cfg.Name, err)
+		}
+	} else {
+		binary.LittleEndian.PutUint64(key[:], seed)
+		binary.LittleEndian.PutUint64(key[8:], seed^0x736f6674726f6365)
+	}
+	d := &Device{
+		name:       cfg.Name,
+		link:       cfg.Link,
+		mac:        cfg.MAC,
+		mtu:        cfg.MTU,
+		fixedSport: cfg.FixedSrcPort,
+		keys:       rand.NewChaCha8(key),
+		events:     make(chan AsyncEvent, eventQueueLen),
+		mrs:        make([]mrSlot, 1, 64), // index 0 is never used
+		mrNext:     1,
+		qps:        make(map[uint32]*QP),
+		qpNext:     firstQPN,
+		earliest:   qp.Never,
+		loopBuf:    make([]byte, 0, maxFrameLen),
+	}
+	d.gids = buildGIDs(cfg.MAC, cfg.IPv4.Unmap(), cfg.IPv6)
+	for _, g := range d.gids {
+		d.gidIPs = append(d.gidIPs, g.Unmap())
+	}
+	d.buildAttrs()
+	d.txEth.Src = cfg.MAC
+	return d, nil
+}
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.name }
+
+// MAC returns the device's Ethernet address.
+func (d *Device) MAC() [6]byte { return d.mac }
+
+// Link returns the device's link (nil when the caller moves frames).
+func (d *Device) Link() link.Link { return d.link }
+
+// nextHandle returns a fresh object handle (for the verbs layer's tables).
+func (d *Device) nextHandle() uint32 {
+	d.handles++
+	return d.handles
+}
+
+// notify tells the runtime, if any, that output or deadlines may have
+// changed. Call it without holding mu.
+func (d *Device) notify() {
+	if r := d.rt.Load(); r != nil {
+		r.kick()
+	}
+}

@@ -1,0 +1,47 @@
+// Package rxe is softroce's device: a software RoCE v2 NIC in user space,
+// modelled on Linux's Soft-RoCE (rdma_rxe). One Device sits on one link and
+// one set of addresses and owns everything a verbs user creates on it:
+// protection domains, memory regions, completion queues, shared receive
+// queues, address handles and queue pairs, plus the GID table, port and
+// device attributes, counters and asynchronous events.
+//
+// The device is split the way package qp is, so that the same code runs on
+// the real clock and under the simulator's virtual time:
+//
+//   - The core (everything but runtime.go) never reads a clock, sleeps or
+//     starts goroutines. It is driven by calls that carry the time: HandleFrame
+//     hands it a received Ethernet frame, Output fills caller-owned frames with
+//     the packets its QPs want sent (round-robin over QPs, a bounded burst
+//     each), Tick runs the QPs' timers and Deadline says when Tick is next
+//     due. Packets addressed to one of the device's own GIDs are looped back
+//     inside Output without touching the link, as rxe does. The core is safe
+//     for concurrent use: one mutex serializes the verbs calls (PostSend,
+//     Poll, Modify, ...) with the data path.
+//   - The runtime (Start, Close) drives the core with the monotonic clock: a
+//     receive goroutine reads batches of frames from the link, a transmit
+//     goroutine flushes Output to the link whenever work was posted or
+//     packets arrived, and a timer goroutine sleeps until Deadline and calls
+//     Tick. The simulator instead drives the core itself with virtual time
+//     and carries the frames between devices.
+//
+// Wire choices follow rxe so that captures are byte-comparable: UDP source
+// port 0xC000|hash(QPN) at creation and rdma_get_udp_sport(flow label, local
+// QPN, remote QPN) once an address vector is set, IPv4 DF set, UDP checksum
+// 0, IPv6 flow label 0, P_Key 0xFFFF. On a link that sends through a kernel
+// UDP socket (link.FixedSourcePort) every frame carries the socket's port and
+// IPv4 ID 0, which is what the kernel writes, so that the ICRC is right.
+// Received packets go through rxe's checks in rxe's order (destination GID,
+// opcode, QP, addresses, P_Key, QKey, then ICRC); each drop is counted by
+// cause. Frames whose IPv4 ID the link could not see are checked by solving
+// for the ID (link.RecoverIPv4ID).
+//
+// replay_test.go puts a device in the place of either host of the kernel rxe
+// captures in testdata/pcaps/rxe and requires it to send the same frames,
+// byte for byte apart from the IPv4 ID.
+//
+// Memory regions are Go byte slices. RegMR gives a region the address of its
+// first byte, as a NIC would see a process's buffer; RegMRIOVA gives it a
+// chosen address instead (ibv_reg_mr_iova), which the simulator uses so that
+// its captures do not depend on the Go heap. Keys are (MR index << 8) | a
+// random byte, as rxe's.
+package rxe

@@ -1,0 +1,213 @@
+package link
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/softroce/softroce/packet"
+)
+
+// Checking the ICRC of an IPv4 frame whose IP identification and flags are
+// unknown (a UDP socket does not show them, see udp.go).
+//
+// The ICRC covers the IPv4 ID and flags, so it cannot be recomputed without
+// them; but it can still be checked. A CRC is affine over GF(2): for a
+// message of fixed length, flipping a set of bits changes the CRC by the XOR
+// of a fixed "column" per flipped bit, whatever the rest of the message. The
+// sender's header differs from the rebuilt one (ID and flags zero) only in
+// the 16 ID bits and the DF bit, so
+//
+//	stored ICRC = ICRC(ID=0, flags=0) XOR sum of x_j * column_j
+//
+// for the unknown bits x_j. The link computes ICRC(ID=0) as usual, and the
+// 17 columns: each is the CRC change of flipping that bit with eight bytes
+// of message behind it (a constant), moved to the real distance from the end
+// of the packet by multiplying by x^(8*distance) modulo the CRC polynomial
+// (the zlib crc32_combine technique, a few hundred operations, independent
+// of the packet's length). Gaussian elimination then finds whether some x
+// explains the difference. The columns are linearly independent (they span
+// fewer than 32 bits, and CRC-32 detects every burst that short), so x is
+// unique when it exists, and it is the sender's ID and DF.
+//
+// What is verified: 32 - 17 = 15 bits of the ICRC, so a corrupted packet
+// passes with probability 2^-15 instead of 2^-32. MF and the reserved flag
+// are not among the unknowns: a sender computes the ICRC before any
+// fragmentation (MF clear) and the reserved bit is zero; counting them would
+// only weaken the check.
+
+// ipIDBits are the IPv4 header bits (as byte offset and mask) that a socket
+// hides: the identification and DF.
+var ipIDBits = func() (bits [17]struct {
+	off  int
+	mask byte
+}) {
+	for i := 0; i < 16; i++ {
+		bits[i].off = 4 + i/8
+		bits[i].mask = 0x80 >> (i % 8)
+	}
+	bits[16].off, bits[16].mask = 6, 0x40
+	return bits
+}()
+
+// idColumnBase[j] is the raw CRC change of flipping bit j with the IPv4 header
+// ending at byte 8, i.e. with the bytes from 8 on not yet processed.
+var idColumnBase = func() (cols [17]uint32) {
+	zero := make([]byte, 8)
+	z := crc32.ChecksumIEEE(zero)
+	for j, b := range ipIDBits {
+		e := make([]byte, 8)
+		e[b.off] = b.mask
+		cols[j] = crc32.ChecksumIEEE(e) ^ z
+	}
+	return cols
+}()
+
+const crcPoly = 0xedb88320 // reflected CRC-32 (IEEE) polynomial
+
+// multModP multiplies a and b modulo the CRC polynomial, in the reflected
+// representation (bit 31 is x^0).
+func multModP(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+			if a&(m-1) == 0 {
+				break
+			}
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ crcPoly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// CheckICRCUnknownIPID reports whether f's ICRC is right for some IPv4
+// identification and DF bit (see the comment above): the check to use on
+// frames a link marks Frame.IPIDUnknown. f's own ID and flags are ignored.
+// IPv6 frames are checked exactly.
+func CheckICRCUnknownIPID(f *packet.Frame) bool {
+	_, _, ok := RecoverIPv4ID(f)
+	return ok
+}
+
+// RecoverIPv4ID returns the IPv4 identification and DF bit with which f's
+// ICRC is right, if there are any. For IPv6 frames it returns ok = f.ICRCOK().
+func RecoverIPv4ID(f *packet.Frame) (id uint16, df bool, ok bool) {
+	if !f.IsIPv4() {
+		return 0, false, f.ICRCOK()
+	}
+	t := f.Transport
+	n := len(t) - packet.ICRCLen
+	if n < packet.BTHLen || len(f.UDP) != packet.UDPLen {
+		return 0, false, false
+	}
+	var hdr [packet.IPv4Len + packet.UDPLen]byte
+	copy(hdr[:], f.IP)
+	copy(hdr[packet.IPv4Len:], f.UDP)
+	// Try the usual case first, exactly: ID 0 and DF (the UDP link and
+	// Linux's unconnected sockets send that; rxe sends DF).
+	hdr[4], hdr[5], hdr[6], hdr[7] = 0, 0, 0x40, 0
+	diff := binary.LittleEndian.Uint32(t[n:]) ^ packet.ComputeICRC(hdr[:], t[:n])
+	if diff == 0 {
+		return 0, true, true
+	}
+	// Move the difference back to where the unknown bits end (IP byte 8),
+	// across the rest of the IP header, UDP and the transport.
+	diff = multModP(xPowNeg8n(packet.IPv4Len-8+packet.UDPLen+n), diff)
+	x := uint32(0)
+	for _, p := range idPivots {
+		if diff&p.bit != 0 {
+			diff ^= p.col
+			x ^= p.combo
+		}
+	}
+	if diff != 0 {
+		return 0, false, false
+	}
+	// x is relative to the DF-set header we tried.
+	x ^= 1
+	return uint16(x >> 1), x&1 != 0, true
+}
+
+// xInv is x^-1 modulo the polynomial: (P(x) - 1) / x, reflected.
+var xInv = bits.Reverse32(0x04C11DB7>>1 | 1<<31)
+
+// xNeg8Table[k] is x^(-8 * 2^k) modulo the polynomial.
+var xNeg8Table = func() (t [32]uint32) {
+	p := uint32(1) << 31
+	for i := 0; i < 8; i++ {
+		p = multModP(p, xInv)
+	}
+	for k := range t {
+		t[k] = p
+		p = multModP(p, p)
+	}
+	return t
+}()
+
+// xPowNeg8n returns x^(-8n): the factor that moves a CRC difference back
+// across n bytes. Lengths repeat (MTU-sized packets), so the last few are
+// cached.
+func xPowNeg8n(n int) uint32 {
+	slot := &shiftCache[n&(len(shiftCache)-1)]
+	if v := slot.Load(); v>>32 == uint64(n)+1 {
+		return uint32(v)
+	}
+	p := uint32(1) << 31
+	for k, m := 0, n; m > 0; m, k = m>>1, k+1 {
+		if m&1 != 0 {
+			p = multModP(xNeg8Table[k&31], p)
+		}
+	}
+	slot.Store((uint64(n)+1)<<32 | uint64(p))
+	return p
+}
+
+// shiftCache holds (n+1)<<32 | x^(-8n) for recently seen lengths.
+var shiftCache [64]atomic.Uint64
+
+// idPivot is one step of the precomputed elimination over the ID columns.
+type idPivot struct {
+	bit, col, combo uint32
+}
+
+// idPivots reduce a CRC difference (at IP byte 8) over the 17 unknown
+// columns: combo bit 16-j stands for column j, so the ID reads most
+// significant bit first in bits 16..1 and DF is bit 0.
+var idPivots = func() (ps []idPivot) {
+	cols := idColumnBase
+	var combo [17]uint32
+	for j := range combo {
+		combo[j] = 1 << (16 - j)
+	}
+	for bit := uint32(1) << 31; bit != 0; bit >>= 1 {
+		pivot := -1
+		for j := range cols {
+			if cols[j]&bit != 0 {
+				pivot = j
+				break
+			}
+		}
+		if pivot < 0 {
+			continue
+		}
+		pc, pm := cols[pivot], combo[pivot]
+		cols[pivot] = 0
+		for j := range cols {
+			if cols[j]&bit != 0 {
+				cols[j] ^= pc
+				combo[j] ^= pm
+			}
+		}
+		ps = append(ps, idPivot{bit, pc, pm})
+	}
+	if len(ps) != len(cols) {
+		panic("link: IPv4 ID columns are not independent")
+	}
+	return ps
+}()

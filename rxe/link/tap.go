@@ -1,0 +1,664 @@
+//go:build linux
+
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/songgao/water"
+	"golang.org/x/sys/unix"
+)
+
+// The TAP link makes a softroce device a host on a Linux TAP interface: the
+// kernel sees a NIC whose wire is this process. The link owns a MAC and an
+// IPv4 address (and optionally an IPv6 one), which are not the kernel's: it
+// answers ARP requests and IPv6 neighbour solicitations for them, resolves
+// its peers' MACs with ARP and neighbour solicitation (retrying, caching,
+// queueing a few frames per unresolved destination), fills in the Ethernet
+// addresses of the frames it sends (devices emit zero MACs), and hands Recv
+// only RoCE v2 frames (UDP 4791) addressed to it. Everything else on the
+// wire (other hosts' traffic, the kernel's own IPv6 chatter, other
+// protocols) is ignored and counted.
+//
+// A goroutine reads the TAP device (one read per frame: songgao/water has no
+// vnet header, hence no offloads; this link is for compatibility with real
+// hosts, not speed) into a ring like the Mem link's, from which Recv takes
+// batches; a second goroutine retries neighbour resolution.
+
+// TAPOptions configures a TAP link.
+type TAPOptions struct {
+	// Name is the interface name to create or attach to; "" lets the
+	// kernel choose (tapN).
+	Name string
+	// MAC is the link's own hardware address; zero derives a locally
+	// administered one from IPv4 (02:00 and the address).
+	MAC [6]byte
+	// IPv4 is the link's IPv4 address (required); IPv6 is optional.
+	IPv4, IPv6 netip.Addr
+	// MTU is the largest IP packet; 0 means 1500. The interface's MTU is
+	// set to it.
+	MTU int
+	// ResolveTimeout is the wait between ARP/NS attempts (0: 200ms) and
+	// ResolveTries the number of attempts (0: 3) before queued frames are
+	// dropped.
+	ResolveTimeout time.Duration
+	ResolveTries   int
+	// PendingPerPeer is the number of frames queued per unresolved peer
+	// (0: 8); more are dropped.
+	PendingPerPeer int
+	// QueueLen is the receive ring size in frames (0: DefaultMemQueueLen).
+	QueueLen int
+}
+
+// TAP is a link over a TAP interface.
+type TAP struct {
+	ifc  *water.Interface
+	name string
+	mac  [6]byte
+	ip4  netip.Addr
+	ip6  netip.Addr
+	mtu  int
+	opts TAPOptions
+
+	q ring
+
+	mu     sync.Mutex
+	neigh  map[netip.Addr]*neighbor
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	wmu  sync.Mutex // serialises writes and guards wbuf
+	wbuf []byte
+
+	stats tapCounters
+}
+
+type neighbor struct {
+	mac      [6]byte
+	resolved bool
+	tries    int
+	next     time.Time
+	pending  [][]byte
+}
+
+type tapCounters struct {
+	txFrames, txOversize, txBadFrame, txResolveDrop, txQueueDrop, txErrors atomic.Uint64
+	rxFrames, rxNotForUs, rxNotRoCE, rxOversize                            atomic.Uint64
+	arpReplies, arpRequests, ndpAdverts, ndpSolicits                       atomic.Uint64
+}
+
+// OpenTAP creates (or attaches to) a TAP interface, brings it up and returns
+// a link on it. It needs CAP_NET_ADMIN and /dev/net/tun.
+func OpenTAP(o TAPOptions) (*TAP, error) {
+	if !o.IPv4.Is4() {
+		return nil, errors.New("tap link: an IPv4 address is required")
+	}
+	if o.IPv6.IsValid() && !o.IPv6.Is6() {
+		return nil, fmt.Errorf("tap link: %v is not an IPv6 address", o.IPv6)
+	}
+	o = o.withDefaults()
+	cfg := water.Config{DeviceType: water.TAP}
+	cfg.Name = o.Name
+	ifc, err := water.New(cfg)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("tap link needs CAP_NET_ADMIN and /dev/net/tun: %w", err)
+		}
+		return nil, fmt.Errorf("tap link: open %q: %w", o.Name, err)
+	}
+	name := ifc.Name()
+	if err := setLinkUp(name, o.MTU); err != nil {
+		ifc.Close()
+		return nil, fmt.Errorf("tap link %s: %w", name, err)
+	}
+	t := newTAP(ifc, name, o)
+	t.wg.Add(2)
+	go t.readLoop()
+	go t.resolveLoop()
+	return t, nil
+}
+
+func (o TAPOptions) withDefaults() TAPOptions {
+	if o.MAC == ([6]byte{}) {
+		a := o.IPv4.As4()
+		o.MAC = [6]byte{0x02, 0x00, a[0], a[1], a[2], a[3]}
+	}
+	if o.MTU <= 0 {
+		o.MTU = 1500
+	}
+	if o.ResolveTimeout <= 0 {
+		o.ResolveTimeout = 200 * time.Millisecond
+	}
+	if o.ResolveTries <= 0 {
+		o.ResolveTries = 3
+	}
+	if o.PendingPerPeer <= 0 {
+		o.PendingPerPeer = 8
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = DefaultMemQueueLen
+	}
+	return o
+}
+
+// newTAP returns a link on an open interface, without starting its
+// goroutines.
+func newTAP(ifc *water.Interface, name string, o TAPOptions) *TAP {
+	t := &TAP{
+		ifc: ifc, name: name, mac: o.MAC, ip4: o.IPv4, ip6: o.IPv6, mtu: o.MTU, opts: o,
+		neigh: map[netip.Addr]*neighbor{}, done: make(chan struct{}),
+		wbuf: make([]byte, 0, o.MTU+maxL2Header),
+	}
+	t.q.init(o.QueueLen, o.MTU+maxL2Header)
+	return t
+}
+
+// setLinkUp sets the interface's MTU and brings it up.
+func setLinkUp(name string, mtu int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket for ioctl: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return fmt.Errorf("set MTU %d: %w", mtu, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set up: %w", err)
+	}
+	return nil
+}
+
+// Name returns the interface's name.
+func (t *TAP) Name() string { return t.name }
+
+// MTU returns the largest IP packet the link carries.
+func (t *TAP) MTU() int { return t.mtu }
+
+// MAC returns the link's own hardware address.
+func (t *TAP) MAC() [6]byte { return t.mac }
+
+// Recv returns RoCE frames addressed to the link; their data stays valid
+// until the next Recv.
+func (t *TAP) Recv(frames []Frame) (int, error) { return t.q.get(frames) }
+
+// Close closes the interface (a non-persistent TAP interface disappears) and
+// stops the link's goroutines.
+func (t *TAP) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	t.closed = true
+	t.mu.Unlock()
+	close(t.done)
+	err := t.ifc.Close()
+	t.q.close()
+	t.wg.Wait()
+	return err
+}
+
+// Send sends RoCE frames, filling in the Ethernet addresses. Frames to a
+// peer whose MAC is not known yet wait (a few per peer) for resolution.
+func (t *TAP) Send(frames []Frame) (int, error) {
+	for i := range frames {
+		if err := t.send1(frames[i].Data); err != nil {
+			return i, err
+		}
+	}
+	return len(frames), nil
+}
+
+func (t *TAP) send1(data []byte) error {
+	var f packet.Frame
+	if err := packet.ParseFrame(data, &f); err != nil {
+		t.stats.txBadFrame.Add(1)
+		return nil
+	}
+	if len(f.IP)+len(f.UDP)+len(f.Transport) > t.mtu {
+		t.stats.txOversize.Add(1)
+		return nil
+	}
+	dst := f.Addressing().Dst.Unmap()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	n := t.neigh[dst]
+	if n != nil && n.resolved {
+		mac := n.mac
+		t.mu.Unlock()
+		return t.writeFrame(data, mac)
+	}
+	if n == nil {
+		n = &neighbor{}
+		t.neigh[dst] = n
+	}
+	if len(n.pending) >= t.opts.PendingPerPeer {
+		t.mu.Unlock()
+		t.stats.txQueueDrop.Add(1)
+		return nil
+	}
+	n.pending = append(n.pending, append([]byte(nil), data...))
+	first := n.tries == 0
+	if first {
+		n.tries = 1
+		n.next = time.Now().Add(t.opts.ResolveTimeout)
+	}
+	t.mu.Unlock()
+	if first {
+		t.solicit(dst)
+	}
+	return nil
+}
+
+// writeFrame writes a copy of data with the given destination MAC and the
+// link's MAC as source.
+func (t *TAP) writeFrame(data []byte, dmac [6]byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	b := append(t.wbuf[:0], data...)
+	copy(b[0:6], dmac[:])
+	copy(b[6:12], t.mac[:])
+	return t.write(b)
+}
+
+// write writes one frame; the caller holds wmu or owns b exclusively.
+func (t *TAP) write(b []byte) error {
+	if _, err := t.ifc.Write(b); err != nil {
+		if errors.Is(err, fs.ErrClosed) {
+			return ErrClosed
+		}
+		t.stats.txErrors.Add(1)
+		return nil
+	}
+	t.stats.txFrames.Add(1)
+	return nil
+}
+
+// resolveLoop retries pending resolutions and gives up on them.
+func (t *TAP) resolveLoop() {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.opts.ResolveTimeout / 4)
+	defer tick.Stop()
+	var retry []netip.Addr
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		retry = retry[:0]
+		t.mu.Lock()
+		for ip, n := range t.neigh {
+			if n.resolved || n.tries == 0 || now.Before(n.next) {
+				continue
+			}
+			if n.tries >= t.opts.ResolveTries {
+				t.stats.txResolveDrop.Add(uint64(len(n.pending)))
+				delete(t.neigh, ip)
+				continue
+			}
+			n.tries++
+			n.next = now.Add(t.opts.ResolveTimeout)
+			retry = append(retry, ip)
+		}
+		t.mu.Unlock()
+		for _, ip := range retry {
+			t.solicit(ip)
+		}
+	}
+}
+
+// learn records ip's MAC and sends the frames waiting for it.
+func (t *TAP) learn(ip netip.Addr, mac [6]byte) {
+	t.mu.Lock()
+	n := t.neigh[ip]
+	if n == nil {
+		n = &neighbor{}
+		t.neigh[ip] = n
+	}
+	n.mac, n.resolved, n.tries = mac, true, 0
+	pending := n.pending
+	n.pending = nil
+	// Take the write lock before letting Sends see the peer resolved, so
+	// that the frames that waited go out before any that did not.
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Unlock()
+	for _, p := range pending {
+		copy(p[0:6], mac[:])
+		copy(p[6:12], t.mac[:])
+		if t.write(p) != nil {
+			return
+		}
+	}
+}
+
+var broadcastMAC = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// solicit sends an ARP request (IPv4) or a neighbour solicitation (IPv6)
+// for ip.
+func (t *TAP) solicit(ip netip.Addr) {
+	var b []byte
+	if ip.Is4() {
+		b = t.arp(1, broadcastMAC, [6]byte{}, ip)
+		t.stats.arpRequests.Add(1)
+	} else {
+		if !t.ip6.IsValid() {
+			return
+		}
+		b = t.ndp(135, ip, solicitedNode(ip), multicastMAC(solicitedNode(ip)), 1)
+		t.stats.ndpSolicits.Add(1)
+	}
+	t.wmu.Lock()
+	t.write(b)
+	t.wmu.Unlock()
+}
+
+const (
+	etherTypeARP = 0x0806
+	arpLen       = 28
+	minFrame     = 60 // Ethernet minimum without FCS
+)
+
+// arp builds an ARP packet (op 1 request, 2 reply) to target.
+func (t *TAP) arp(op uint16, dmac, tha [6]byte, tpa netip.Addr) []byte {
+	b := make([]byte, minFrame)
+	copy(b[0:6], dmac[:])
+	copy(b[6:12], t.mac[:])
+	binary.BigEndian.PutUint16(b[12:], etherTypeARP)
+	a := b[packet.EthernetLen:]
+	binary.BigEndian.PutUint16(a[0:], 1)      // Ethernet
+	binary.BigEndian.PutUint16(a[2:], 0x0800) // IPv4
+	a[4], a[5] = 6, 4
+	binary.BigEndian.PutUint16(a[6:], op)
+	copy(a[8:14], t.mac[:])
+	s := t.ip4.As4()
+	copy(a[14:18], s[:])
+	copy(a[18:24], tha[:])
+	d := tpa.As4()
+	copy(a[24:28], d[:])
+	return b
+}
+
+// solicitedNode returns the solicited-node multicast address of ip.
+func solicitedNode(ip netip.Addr) netip.Addr {
+	a := ip.As16()
+	return netip.AddrFrom16([16]byte{0xff, 0x02, 10: 0, 11: 0x01, 12: 0xff, 13: a[13], 14: a[14], 15: a[15]})
+}
+
+func multicastMAC(ip netip.Addr) [6]byte {
+	a := ip.As16()
+	return [6]byte{0x33, 0x33, a[12], a[13], a[14], a[15]}
+}
+
+// ndp builds a neighbour solicitation (135) for target, or an advertisement
+// (136) of the link's own address, with our MAC as the link-layer option
+// (optType 1 source, 2 target).
+func (t *TAP) ndp(typ byte, target, dstIP netip.Addr, dmac [6]byte, optType byte) []byte {
+	const icmpLen = 4 + 4 + 16 + 8
+	b := make([]byte, packet.EthernetLen+packet.IPv6Len+icmpLen)
+	copy(b[0:6], dmac[:])
+	copy(b[6:12], t.mac[:])
+	binary.BigEndian.PutUint16(b[12:], packet.EtherTypeIPv6)
+	ip := b[packet.EthernetLen:]
+	binary.BigEndian.PutUint32(ip, 6<<28)
+	binary.BigEndian.PutUint16(ip[4:], icmpLen)
+	ip[6] = unix.IPPROTO_ICMPV6
+	ip[7] = 255
+	s, d := t.ip6.As16(), dstIP.As16()
+	copy(ip[8:24], s[:])
+	copy(ip[24:40], d[:])
+	m := ip[packet.IPv6Len:]
+	m[0] = typ
+	if typ == 136 {
+		m[4] = 0x60 // solicited, override
+	}
+	tg := target.As16()
+	copy(m[8:24], tg[:])
+	m[24], m[25] = optType, 1
+	copy(m[26:32], t.mac[:])
+	binary.BigEndian.PutUint16(m[2:], icmp6Checksum(ip[8:24], ip[24:40], m))
+	return b
+}
+
+func icmp6Checksum(src, dst, msg []byte) uint16 {
+	var s uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			s += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+		if len(b)%2 == 1 {
+			s += uint32(b[len(b)-1]) << 8
+		}
+	}
+	add(src)
+	add(dst)
+	s += uint32(len(msg)) + unix.IPPROTO_ICMPV6
+	add(msg)
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return ^uint16(s)
+}
+
+// readLoop reads frames from the interface, answers and learns from
+// neighbour discovery, and queues RoCE frames for Recv.
+func (t *TAP) readLoop() {
+	defer t.wg.Done()
+	buf := make([]byte, t.mtu+maxL2Header+1)
+	for {
+		n, err := t.ifc.Read(buf)
+		if err != nil {
+			if errors.Is(err, fs.ErrClosed) || errors.Is(err, io.EOF) {
+				return
+			}
+			select {
+			case <-t.done:
+				return
+			default:
+			}
+			continue
+		}
+		t.handleFrame(buf[:n])
+	}
+}
+
+// handleFrame deals with one frame read from the interface.
+func (t *TAP) handleFrame(b []byte) {
+	if len(b) < packet.EthernetLen {
+		t.stats.rxNotForUs.Add(1)
+		return
+	}
+	if len(b) > t.mtu+maxL2Header {
+		t.stats.rxOversize.Add(1)
+		return
+	}
+	switch binary.BigEndian.Uint16(b[12:]) {
+	case etherTypeARP:
+		t.handleARP(b)
+		return
+	case packet.EtherTypeIPv6:
+		if t.handleNDP(b) {
+			return
+		}
+	}
+	if [6]byte(b[0:6]) != t.mac {
+		t.stats.rxNotForUs.Add(1)
+		return
+	}
+	var f packet.Frame
+	if packet.ParseFrame(b, &f) != nil {
+		t.stats.rxNotRoCE.Add(1)
+		return
+	}
+	if d := f.Addressing().Dst.Unmap(); d != t.ip4 && d != t.ip6 {
+		t.stats.rxNotForUs.Add(1)
+		return
+	}
+	one := [1]Frame{{Data: b}}
+	if q, _, _ := t.q.put(one[:], t.mtu); q == 1 {
+		t.stats.rxFrames.Add(1)
+	}
+}
+
+// handleARP answers requests for our address and learns from packets sent
+// to us.
+func (t *TAP) handleARP(b []byte) {
+	if len(b) < packet.EthernetLen+arpLen {
+		return
+	}
+	a := b[packet.EthernetLen:]
+	if binary.BigEndian.Uint16(a[0:]) != 1 || binary.BigEndian.Uint16(a[2:]) != 0x0800 || a[4] != 6 || a[5] != 4 {
+		return
+	}
+	op := binary.BigEndian.Uint16(a[6:])
+	sha := [6]byte(a[8:14])
+	spa := netip.AddrFrom4([4]byte(a[14:18]))
+	tpa := netip.AddrFrom4([4]byte(a[24:28]))
+	if tpa != t.ip4 || spa.IsUnspecified() {
+		return
+	}
+	t.learn(spa, sha)
+	if op == 1 {
+		r := t.arp(2, sha, sha, spa)
+		t.wmu.Lock()
+		t.write(r)
+		t.wmu.Unlock()
+		t.stats.arpReplies.Add(1)
+	}
+}
+
+// handleNDP answers neighbour solicitations for our IPv6 address and learns
+// from advertisements; it reports whether b was neighbour discovery.
+func (t *TAP) handleNDP(b []byte) bool {
+	if !t.ip6.IsValid() || len(b) < packet.EthernetLen+packet.IPv6Len+24 {
+		return false
+	}
+	ip := b[packet.EthernetLen:]
+	if ip[6] != unix.IPPROTO_ICMPV6 {
+		return false
+	}
+	m := ip[packet.IPv6Len:]
+	if int(binary.BigEndian.Uint16(ip[4:])) > len(m) || ip[7] != 255 {
+		return true
+	}
+	m = m[:binary.BigEndian.Uint16(ip[4:])]
+	if len(m) < 24 { // type, code, checksum, flags, target
+		return true
+	}
+	typ := m[0]
+	if typ != 135 && typ != 136 {
+		return typ >= 133 && typ <= 137
+	}
+	if icmp6Checksum(ip[8:24], ip[24:40], m) != 0 {
+		return true
+	}
+	target := netip.AddrFrom16([16]byte(m[8:24]))
+	src := netip.AddrFrom16([16]byte(ip[8:24]))
+	var lladdr [6]byte
+	have := false
+	for opts := m[24:]; len(opts) >= 8; {
+		l := int(opts[1]) * 8
+		if l == 0 || l > len(opts) {
+			break
+		}
+		if (typ == 135 && opts[0] == 1) || (typ == 136 && opts[0] == 2) {
+			lladdr, have = [6]byte(opts[2:8]), true
+		}
+		opts = opts[l:]
+	}
+	switch typ {
+	case 135:
+		if target != t.ip6 {
+			return true
+		}
+		dst, dmac := src, lladdr
+		if src.IsUnspecified() || !have {
+			// Duplicate address detection or no option: all-nodes.
+			dst = netip.MustParseAddr("ff02::1")
+			dmac = multicastMAC(dst)
+		} else {
+			t.learn(src, lladdr)
+		}
+		r := t.ndp(136, t.ip6, dst, dmac, 2)
+		t.wmu.Lock()
+		t.write(r)
+		t.wmu.Unlock()
+		t.stats.ndpAdverts.Add(1)
+	case 136:
+		if have {
+			t.learn(target, lladdr)
+		}
+	}
+	return true
+}
+
+// TAPStats are a TAP link's counts.
+type TAPStats struct {
+	TxFrames      uint64 // frames written, neighbour discovery included
+	TxOversize    uint64 // frames larger than the MTU
+	TxBadFrame    uint64 // frames that are not RoCE v2
+	TxResolveDrop uint64 // frames dropped when resolution failed
+	TxQueueDrop   uint64 // frames dropped for a full per-peer queue
+	TxErrors      uint64 // writes the interface refused
+	RxFrames      uint64 // RoCE frames queued for Recv
+	RxNotForUs    uint64 // frames for other MACs or IPs
+	RxNotRoCE     uint64 // frames to us that are not RoCE v2
+	RxOversize    uint64 // frames larger than the MTU
+	ARPRequests   uint64 // ARP requests sent
+	ARPReplies    uint64 // ARP replies sent
+	NDPSolicits   uint64 // neighbour solicitations sent
+	NDPAdverts    uint64 // neighbour advertisements sent
+	RxQueueDrop   uint64 // RoCE frames dropped by a full receive ring
+}
+
+// Stats returns the link's counts.
+func (t *TAP) Stats() TAPStats {
+	s := &t.stats
+	return TAPStats{
+		TxFrames: s.txFrames.Load(), TxOversize: s.txOversize.Load(), TxBadFrame: s.txBadFrame.Load(),
+		TxResolveDrop: s.txResolveDrop.Load(), TxQueueDrop: s.txQueueDrop.Load(), TxErrors: s.txErrors.Load(),
+		RxFrames: s.rxFrames.Load(), RxNotForUs: s.rxNotForUs.Load(), RxNotRoCE: s.rxNotRoCE.Load(),
+		RxOversize: s.rxOversize.Load(), ARPRequests: s.arpRequests.Load(), ARPReplies: s.arpReplies.Load(),
+		NDPSolicits: s.ndpSolicits.Load(), NDPAdverts: s.ndpAdverts.Load(), RxQueueDrop: t.q.dropped.Load(),
+	}
+}
+
+// AppendCounters implements Counting.
+func (t *TAP) AppendCounters(dst []Counter) []Counter {
+	s := t.Stats()
+	return append(dst,
+		Counter{"tap_tx_frames", s.TxFrames}, Counter{"tap_tx_oversize", s.TxOversize},
+		Counter{"tap_tx_bad_frame", s.TxBadFrame}, Counter{"tap_tx_resolve_drop", s.TxResolveDrop},
+		Counter{"tap_tx_queue_drop", s.TxQueueDrop}, Counter{"tap_tx_errors", s.TxErrors},
+		Counter{"tap_rx_frames", s.RxFrames}, Counter{"tap_rx_not_for_us", s.RxNotForUs},
+		Counter{"tap_rx_not_roce", s.RxNotRoCE}, Counter{"tap_rx_oversize", s.RxOversize},
+		Counter{"tap_rx_queue_drop", s.RxQueueDrop},
+		Counter{"tap_arp_requests", s.ARPRequests}, Counter{"tap_arp_replies", s.ARPReplies},
+		Counter{"tap_ndp_solicits", s.NDPSolicits}, Counter{"tap_ndp_adverts", s.NDPAdverts})
+}

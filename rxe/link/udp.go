@@ -1,0 +1,641 @@
+//go:build linux
+
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/softroce/softroce/packet"
+	"golang.org/x/sys/unix"
+)
+
+// The UDP link speaks RoCE v2 through an ordinary kernel UDP socket bound to
+// ADDR:4791, so it needs no privileges; this is also how rxe itself sends.
+//
+// Sending, the link strips Ethernet, IP and UDP from the device's frame and
+// hands the transport packet to sendmmsg, addressed to the frame's
+// destination IP and port 4791, with the frame's TOS/traffic class and
+// TTL/hop limit as per-packet control messages. The kernel writes the IP and
+// UDP headers itself, so the device must compute the ICRC over what the
+// kernel will write: the socket's port as the UDP source port (see
+// FixedSourcePort) and, for IPv4, DF set with IP ID 0 — path-MTU discovery is
+// on (IP_PMTUDISC_DO), and Linux gives DF datagrams from unconnected sockets
+// ID 0. Frames whose source address, source port or IPv4 ID/DF differ from
+// that are dropped and counted (their ICRC could not be right), as are
+// frames larger than the MTU.
+//
+// Receiving, recvmmsg returns payloads with the source address and port,
+// the destination address (IP_PKTINFO / IPV6_PKTINFO) and the TOS/TTL
+// (traffic class/hop limit) from control messages, and the link rebuilds an
+// Ethernet, IP and UDP header in front of each payload, in the same buffer
+// (no copy). The sender's IPv4 ID and flags are not visible through a socket,
+// so rebuilt IPv4 headers carry ID 0 and DF (right for senders like this
+// link) and frames are marked IPIDUnknown: check them with
+// CheckICRCUnknownIPID. The IPv6 flow label is
+// likewise not visible (rebuilt as 0) but the ICRC masks it. IPv6 sockets
+// accept zero UDP checksums (UDP_NO_CHECK6_RX), which rxe sends.
+
+// DefaultUDPBatch is the number of datagrams a UDP link reads per recvmmsg.
+const DefaultUDPBatch = 64
+
+// udpNoCheck6Rx is UDP_NO_CHECK6_RX (include/uapi/linux/udp.h).
+const udpNoCheck6Rx = 102
+
+// UDPOptions configures a UDP link.
+type UDPOptions struct {
+	// Addr is the local address to bind; port 0 means 4791. An unspecified
+	// address (0.0.0.0, ::) binds all addresses of that family; the kernel
+	// then picks each datagram's source address and the link does not check
+	// it.
+	Addr netip.AddrPort
+	// PeerPort is the UDP port datagrams are sent to; 0 means 4791. Other
+	// ports are a testing aid (two links on one IPv6 loopback address):
+	// received frames always show destination port 4791.
+	PeerPort uint16
+	// MTU is the largest IP packet sent or received; 0 means 1500.
+	MTU int
+	// Batch is the number of datagrams per recvmmsg; 0 means DefaultUDPBatch.
+	Batch int
+	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF when not 0.
+	SocketBuffer int
+}
+
+// UDP is a link over a kernel UDP socket.
+type UDP struct {
+	conn     *net.UDPConn
+	raw      syscall.RawConn
+	local    netip.AddrPort
+	v4       bool
+	peerPort uint16
+	mtu      int
+	mac      [6]byte
+
+	txMu sync.Mutex
+	tx   udpTx
+	rx   udpRx
+
+	stats udpCounters
+}
+
+type udpCounters struct {
+	txFrames, txBytes, txOversize, txBadFrame, txMismatch, txErrors atomic.Uint64
+	rxFrames, rxBytes, rxTruncated, rxBadSource                     atomic.Uint64
+}
+
+// headroom is the room left in front of each receive buffer for the rebuilt
+// Ethernet, IP and UDP headers.
+const headroom = packet.EthernetLen + packet.IPv6Len + packet.UDPLen
+
+// control message buffer sizes: room for pktinfo, TOS/tclass and TTL/hop limit.
+const rxControlLen = 128
+const txControlLen = 2 * 24
+
+type udpTx struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // large enough for either family
+	ctl   [][txControlLen]byte
+
+	fn      func(uintptr) bool // u.writeFD
+	pending []unix.Mmsghdr
+	err     error
+}
+
+type udpRx struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	ctl   [][rxControlLen]byte
+	bufs  [][]byte
+
+	fn   func(uintptr) bool // u.readFD
+	want int
+	got  int
+	err  error
+}
+
+// ListenUDP opens a UDP link.
+func ListenUDP(o UDPOptions) (*UDP, error) {
+	if !o.Addr.IsValid() {
+		return nil, errors.New("udp link: no local address")
+	}
+	if o.Addr.Port() == 0 {
+		o.Addr = netip.AddrPortFrom(o.Addr.Addr(), packet.UDPPort)
+	}
+	if o.PeerPort == 0 {
+		o.PeerPort = packet.UDPPort
+	}
+	if o.MTU <= 0 {
+		o.MTU = 1500
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultUDPBatch
+	}
+	addr := o.Addr.Addr()
+	v4 := addr.Unmap().Is4()
+	network := "udp6"
+	if v4 {
+		network = "udp4"
+		o.Addr = netip.AddrPortFrom(addr.Unmap(), o.Addr.Port())
+	}
+	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(o.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("udp link: listen on %v: %w", o.Addr, err)
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("udp link: %w", err)
+	}
+	u := &UDP{conn: conn, raw: raw, local: o.Addr, v4: v4, peerPort: o.PeerPort, mtu: o.MTU}
+	u.mac = syntheticMAC(o.Addr.Addr())
+	if err := u.setOptions(raw, o.SocketBuffer); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("udp link on %v: %w", o.Addr, err)
+	}
+	u.tx.init(o.Batch)
+	u.rx.init(o.Batch, o.MTU)
+	u.tx.fn = u.writeFD
+	u.rx.fn = u.readFD
+	return u, nil
+}
+
+func (u *UDP) setOptions(raw syscall.RawConn, bufSize int) error {
+	type opt struct {
+		level, name, value int
+		what               string
+	}
+	var opts []opt
+	if u.v4 {
+		opts = []opt{
+			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+			{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+			{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
+			{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+		}
+	} else {
+		opts = []opt{
+			{unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1, "IPV6_RECVHOPLIMIT"},
+			{unix.IPPROTO_UDP, udpNoCheck6Rx, 1, "UDP_NO_CHECK6_RX"},
+		}
+	}
+	if bufSize > 0 {
+		opts = append(opts,
+			opt{unix.SOL_SOCKET, unix.SO_RCVBUF, bufSize, "SO_RCVBUF"},
+			opt{unix.SOL_SOCKET, unix.SO_SNDBUF, bufSize, "SO_SNDBUF"})
+	}
+	var serr error
+	err := raw.Control(func(fd uintptr) {
+		for _, o := range opts {
+			if err := unix.SetsockoptInt(int(fd), o.level, o.name, o.value); err != nil {
+				serr = fmt.Errorf("setsockopt %s: %w", o.what, err)
+				return
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// syntheticMAC derives a locally administered MAC from an IP address, so
+// rebuilt frames show stable, distinct addresses per host.
+func syntheticMAC(a netip.Addr) [6]byte {
+	b := a.As16()
+	return [6]byte{0x02, 0x00, b[12], b[13], b[14], b[15]}
+}
+
+func (t *udpTx) init(n int) {
+	t.hdrs = make([]unix.Mmsghdr, n)
+	t.iovs = make([]unix.Iovec, n)
+	t.names = make([]unix.RawSockaddrInet6, n)
+	t.ctl = make([][txControlLen]byte, n)
+}
+
+func (r *udpRx) init(n, mtu int) {
+	r.hdrs = make([]unix.Mmsghdr, n)
+	r.iovs = make([]unix.Iovec, n)
+	r.names = make([]unix.RawSockaddrInet6, n)
+	r.ctl = make([][rxControlLen]byte, n)
+	r.bufs = make([][]byte, n)
+	// One extra byte shows datagrams longer than the MTU as truncated.
+	size := headroom + mtu + 1
+	backing := make([]byte, n*size)
+	for i := range r.bufs {
+		r.bufs[i] = backing[i*size : (i+1)*size : (i+1)*size]
+		r.iovs[i].Base = &r.bufs[i][headroom]
+		r.iovs[i].SetLen(size - headroom)
+	}
+}
+
+// LocalAddr returns the address and port the socket is bound to.
+func (u *UDP) LocalAddr() netip.AddrPort { return u.local }
+
+// FixedSourcePort returns the socket's port: the kernel writes it as the
+// UDP source port of every datagram, whatever the frame said.
+func (u *UDP) FixedSourcePort() (uint16, bool) { return u.local.Port(), true }
+
+// MTU returns the largest IP packet the link carries.
+func (u *UDP) MTU() int { return u.mtu }
+
+// MAC returns the link's synthetic hardware address (02:00 and the last four
+// bytes of its IP address).
+func (u *UDP) MAC() [6]byte { return u.mac }
+
+// Close closes the socket; a blocked Recv returns ErrClosed.
+func (u *UDP) Close() error { return u.conn.Close() }
+
+// Send sends frames in batches of sendmmsg. Frames the link cannot send
+// faithfully are dropped and counted (see the file comment); they count as
+// sent. An error from the socket (other than a datagram it refuses, which is
+// counted) stops the batch: the count says how many frames were consumed.
+func (u *UDP) Send(frames []Frame) (int, error) {
+	u.txMu.Lock()
+	defer u.txMu.Unlock()
+	done := 0
+	for done < len(frames) {
+		n, m := u.fillTx(frames[done:])
+		if m > 0 {
+			if err := u.sendmmsg(m); err != nil {
+				return done, err
+			}
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// fillTx prepares messages for frames, returning how many frames it consumed
+// and how many messages it filled.
+func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
+	t := &u.tx
+	var f packet.Frame
+	for consumed < len(frames) && msgs < len(t.hdrs) {
+		data := frames[consumed].Data
+		consumed++
+		if err := packet.ParseFrame(data, &f); err != nil || f.IsIPv4() != u.v4 {
+			u.stats.txBadFrame.Add(1)
+			continue
+		}
+		if len(f.IP)+len(f.UDP)+len(f.Transport) > u.mtu {
+			u.stats.txOversize.Add(1)
+			continue
+		}
+		if !u.headerMatches(&f) {
+			u.stats.txMismatch.Add(1)
+			continue
+		}
+		h := &t.hdrs[msgs]
+		iov := &t.iovs[msgs]
+		*h = unix.Mmsghdr{}
+		if len(f.Transport) > 0 {
+			iov.Base = &f.Transport[0]
+		} else {
+			iov.Base = nil
+		}
+		iov.SetLen(len(f.Transport))
+		h.Hdr.Iov = iov
+		h.Hdr.SetIovlen(1)
+		name := &t.names[msgs]
+		h.Hdr.Name = (*byte)(unsafe.Pointer(name))
+		ctl := t.ctl[msgs][:0]
+		if u.v4 {
+			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
+			*sa = unix.RawSockaddrInet4{Family: unix.AF_INET}
+			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], u.peerPort)
+			copy(sa.Addr[:], f.IP[16:20])
+			h.Hdr.Namelen = unix.SizeofSockaddrInet4
+			ctl = appendCmsgInt(ctl, unix.IPPROTO_IP, unix.IP_TOS, int32(f.IP[1]))
+			if ttl := f.IP[8]; ttl != 0 {
+				ctl = appendCmsgInt(ctl, unix.IPPROTO_IP, unix.IP_TTL, int32(ttl))
+			}
+		} else {
+			*name = unix.RawSockaddrInet6{Family: unix.AF_INET6}
+			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&name.Port))[:], u.peerPort)
+			copy(name.Addr[:], f.IP[24:40])
+			h.Hdr.Namelen = unix.SizeofSockaddrInet6
+			tclass := int32(binary.BigEndian.Uint16(f.IP[0:2]) >> 4 & 0xFF)
+			ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tclass)
+			ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, int32(f.IP[7]))
+		}
+		if len(ctl) > 0 {
+			h.Hdr.Control = &t.ctl[msgs][0]
+			h.Hdr.SetControllen(len(ctl))
+		}
+		u.stats.txBytes.Add(uint64(len(f.Transport)))
+		msgs++
+	}
+	return consumed, msgs
+}
+
+// headerMatches reports whether the frame's IP and UDP fields are the ones
+// the kernel will write, so that its ICRC stays right.
+func (u *UDP) headerMatches(f *packet.Frame) bool {
+	if binary.BigEndian.Uint16(f.UDP) != u.local.Port() {
+		return false
+	}
+	local := u.local.Addr()
+	if u.v4 {
+		if binary.BigEndian.Uint16(f.IP[4:]) != 0 || binary.BigEndian.Uint16(f.IP[6:]) != 0x4000 {
+			return false
+		}
+		return local.IsUnspecified() || local.As4() == [4]byte(f.IP[12:16])
+	}
+	return local.IsUnspecified() || local.As16() == [16]byte(f.IP[8:24])
+}
+
+// appendCmsgInt appends a control message carrying one C int.
+func appendCmsgInt(b []byte, level, typ int, v int32) []byte {
+	n := len(b)
+	b = b[:n+unix.CmsgSpace(4)]
+	clear(b[n:])
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[n]))
+	h.Level = int32(level)
+	h.Type = int32(typ)
+	h.SetLen(unix.CmsgLen(4))
+	*(*int32)(unsafe.Pointer(&b[n+unix.CmsgLen(0)])) = v
+	return b
+}
+
+// sendmmsg sends the first m prepared messages. A datagram the kernel refuses
+// (EMSGSIZE past the path MTU, an unreachable destination) is counted and
+// skipped.
+func (u *UDP) sendmmsg(m int) error {
+	u.tx.pending = u.tx.hdrs[:m]
+	u.tx.err = nil
+	if err := u.raw.Write(u.tx.fn); err != nil {
+		return err
+	}
+	return u.tx.err
+}
+
+// writeFD is the RawConn.Write callback, bound once so that sending does
+// not allocate a closure.
+func (u *UDP) writeFD(fd uintptr) bool {
+	t := &u.tx
+	for len(t.pending) > 0 {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.pending[0])), uintptr(len(t.pending)), unix.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == unix.EAGAIN:
+			return false
+		case e == unix.EINTR:
+			continue
+		case e != 0:
+			// sendmmsg reports an error only when the first datagram
+			// failed: count it and go on with the rest.
+			if isDatagramError(e) {
+				u.stats.txErrors.Add(1)
+				t.pending = t.pending[1:]
+				continue
+			}
+			t.err = fmt.Errorf("udp link: sendmmsg: %w", e)
+			return true
+		}
+		u.stats.txFrames.Add(uint64(r))
+		t.pending = t.pending[r:]
+	}
+	return true
+}
+
+func isDatagramError(e unix.Errno) bool {
+	switch e {
+	case unix.EMSGSIZE, unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH, unix.EINVAL, unix.EACCES, unix.EPERM, unix.ENOBUFS:
+		return true
+	}
+	return false
+}
+
+// Recv reads a batch of datagrams with recvmmsg and returns them as rebuilt
+// Ethernet frames; their data stays valid until the next Recv. Recv is meant
+// for one goroutine.
+func (u *UDP) Recv(frames []Frame) (int, error) {
+	r := &u.rx
+	want := min(len(frames), len(r.hdrs))
+	if want == 0 {
+		return 0, nil
+	}
+	for {
+		for i := 0; i < want; i++ {
+			h := &r.hdrs[i]
+			*h = unix.Mmsghdr{}
+			h.Hdr.Iov = &r.iovs[i]
+			h.Hdr.SetIovlen(1)
+			h.Hdr.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+			h.Hdr.Namelen = unix.SizeofSockaddrInet6
+			h.Hdr.Control = &r.ctl[i][0]
+			h.Hdr.SetControllen(rxControlLen)
+		}
+		r.want = want
+		r.got, r.err = 0, nil
+		if err := u.raw.Read(r.fn); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return 0, ErrClosed
+			}
+			return 0, fmt.Errorf("udp link: %w", err)
+		}
+		if r.err != nil {
+			return 0, r.err
+		}
+		got := r.got
+		out := 0
+		for i := 0; i < got; i++ {
+			if data, ok := u.rebuild(i); ok {
+				frames[out] = Frame{Data: data, IPIDUnknown: u.v4}
+				out++
+			}
+		}
+		if out > 0 {
+			u.stats.rxFrames.Add(uint64(out))
+			return out, nil
+		}
+	}
+}
+
+// readFD is the RawConn.Read callback, bound once so that receiving does
+// not allocate a closure.
+func (u *UDP) readFD(fd uintptr) bool {
+	r := &u.rx
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			r.got = int(n)
+			return true
+		case unix.EAGAIN:
+			return false
+		case unix.EINTR:
+			continue
+		}
+		r.err = fmt.Errorf("udp link: recvmmsg: %w", e)
+		return true
+	}
+}
+
+// rebuild writes Ethernet, IP and UDP headers in front of datagram i and
+// returns the whole frame.
+func (u *UDP) rebuild(i int) ([]byte, bool) {
+	r := &u.rx
+	h := &r.hdrs[i]
+	n := int(h.Len)
+	if h.Hdr.Flags&unix.MSG_TRUNC != 0 || n > u.mtu-u.ipUDPLen() {
+		u.stats.rxTruncated.Add(1)
+		return nil, false
+	}
+	u.stats.rxBytes.Add(uint64(n))
+	buf := r.bufs[i]
+	var tos, ttl byte
+	var dst [16]byte
+	haveDst := false
+	ctl := r.ctl[i][:h.Hdr.Controllen]
+	for len(ctl) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		clen := int(c.Len)
+		if clen < unix.SizeofCmsghdr || clen > len(ctl) {
+			break
+		}
+		data := ctl[unix.CmsgLen(0):clen]
+		switch {
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
+			tos = data[0]
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TTL && len(data) >= 4:
+			ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			copy(dst[12:], pi.Addr[:])
+			haveDst = true
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			tos = byte(*(*int32)(unsafe.Pointer(&data[0])))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			dst = pi.Addr
+			haveDst = true
+		}
+		ctl = ctl[min(len(ctl), unix.CmsgSpace(clen-unix.CmsgLen(0))):]
+	}
+	if !haveDst {
+		dst = u.local.Addr().As16()
+	}
+	name := &r.names[i]
+	sport := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&name.Port))[:])
+	var src netip.Addr
+	if u.v4 {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
+		if sa.Family != unix.AF_INET {
+			u.stats.rxBadSource.Add(1)
+			return nil, false
+		}
+		src = netip.AddrFrom4(sa.Addr)
+	} else {
+		if name.Family != unix.AF_INET6 {
+			u.stats.rxBadSource.Add(1)
+			return nil, false
+		}
+		src = netip.AddrFrom16(name.Addr)
+	}
+	hl := u.ipUDPLen()
+	start := headroom - hl - packet.EthernetLen
+	frame := buf[start : headroom+n]
+	peerMAC := syntheticMAC(src)
+	copy(frame[0:6], u.mac[:])
+	copy(frame[6:12], peerMAC[:])
+	ip := frame[packet.EthernetLen:]
+	udpLen := packet.UDPLen + n
+	if u.v4 {
+		binary.BigEndian.PutUint16(frame[12:], packet.EtherTypeIPv4)
+		ip[0] = 0x45
+		ip[1] = tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(packet.IPv4Len+udpLen))
+		// ID and flags are unknown: write ID 0 and DF, what Linux
+		// unconnected sockets (this link's sender) write.
+		ip[4], ip[5], ip[6], ip[7] = 0, 0, 0x40, 0
+		ip[8] = ttl
+		ip[9] = unix.IPPROTO_UDP
+		clear(ip[10:12])
+		s4 := src.As4()
+		copy(ip[12:16], s4[:])
+		copy(ip[16:20], dst[12:])
+		binary.BigEndian.PutUint16(ip[10:], ipv4HeaderChecksum(ip[:packet.IPv4Len]))
+		ip = ip[packet.IPv4Len:]
+	} else {
+		binary.BigEndian.PutUint16(frame[12:], packet.EtherTypeIPv6)
+		binary.BigEndian.PutUint32(ip, 6<<28|uint32(tos)<<20)
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6] = unix.IPPROTO_UDP
+		ip[7] = ttl
+		s16 := src.As16()
+		copy(ip[8:24], s16[:])
+		copy(ip[24:40], dst[:])
+		ip = ip[packet.IPv6Len:]
+	}
+	binary.BigEndian.PutUint16(ip[0:], sport)
+	binary.BigEndian.PutUint16(ip[2:], packet.UDPPort)
+	binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+	clear(ip[6:8])
+	return frame, true
+}
+
+func (u *UDP) ipUDPLen() int {
+	if u.v4 {
+		return packet.IPv4Len + packet.UDPLen
+	}
+	return packet.IPv6Len + packet.UDPLen
+}
+
+func ipv4HeaderChecksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return ^uint16(s)
+}
+
+// UDPStats are a UDP link's counts.
+type UDPStats struct {
+	TxFrames, TxBytes uint64 // datagrams and UDP payload bytes sent
+	TxOversize        uint64 // frames larger than the MTU
+	TxBadFrame        uint64 // frames that are not RoCE v2 of the socket's IP family
+	TxMismatch        uint64 // frames whose source or IPv4 ID/DF the kernel would not reproduce
+	TxErrors          uint64 // datagrams the kernel refused
+	RxFrames, RxBytes uint64 // datagrams and UDP payload bytes received
+	RxTruncated       uint64 // datagrams longer than the MTU
+	RxBadSource       uint64 // datagrams from another address family
+}
+
+// Stats returns the link's counts.
+func (u *UDP) Stats() UDPStats {
+	s := &u.stats
+	return UDPStats{
+		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxOversize: s.txOversize.Load(),
+		TxBadFrame: s.txBadFrame.Load(), TxMismatch: s.txMismatch.Load(), TxErrors: s.txErrors.Load(),
+		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxTruncated: s.rxTruncated.Load(),
+		RxBadSource: s.rxBadSource.Load(),
+	}
+}
+
+// AppendCounters implements Counting.
+func (u *UDP) AppendCounters(dst []Counter) []Counter {
+	s := u.Stats()
+	return append(dst,
+		Counter{"udp_tx_frames", s.TxFrames}, Counter{"udp_tx_bytes", s.TxBytes},
+		Counter{"udp_tx_oversize", s.TxOversize}, Counter{"udp_tx_bad_frame", s.TxBadFrame},
+		Counter{"udp_tx_mismatch", s.TxMismatch}, Counter{"udp_tx_errors", s.TxErrors},
+		Counter{"udp_rx_frames", s.RxFrames}, Counter{"udp_rx_bytes", s.RxBytes},
+		Counter{"udp_rx_truncated", s.RxTruncated}, Counter{"udp_rx_bad_source", s.RxBadSource})
+}

@@ -1,0 +1,300 @@
+package rxe
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/softroce/softroce/qp"
+)
+
+// QPN allocation, as rxe's pool: index 16 goes to the GSI QP (which answers
+// as QPN 1), so user QPs start at 17 and are handed out cyclically up to
+// 2^20, skipping numbers in use.
+const (
+	firstQPN = 17
+	lastQPN  = 1 << 20
+)
+
+// QPCap is struct ibv_qp_cap: the QP's queue capacities.
+type QPCap struct {
+	MaxSendWR  int
+	MaxRecvWR  int
+	MaxSendSGE int
+	MaxRecvSGE int
+	MaxInline  int
+}
+
+// QPInit is struct ibv_qp_init_attr.
+type QPInit struct {
+	Type   qp.Type
+	SendCQ *CQ
+	RecvCQ *CQ
+	SRQ    *SRQ // nil: the QP has its own receive queue
+	Cap    QPCap
+	// SigAll makes every send WR signaled.
+	SigAll bool
+}
+
+// QP is a queue pair on the device: the engine's QP plus what the device
+// keeps for it (its PD, CQs, UDP source port and the addresses the receive
+// path checks).
+type QP struct {
+	d      *Device
+	q      *qp.QP
+	pd     *PD
+	init   QPInit
+	qpn    uint32
+	handle uint32
+	sport  uint16
+	// From the last Modify that set them: the AV's addresses, unmapped (for
+	// rxe's check_addr) and the UD QKey.
+	local, remote netip.Addr
+	qkey          uint32
+	queued        bool // in the device's ready list
+	listIdx       int  // position in qpList
+	dead          bool
+	ctx           any
+}
+
+// CreateQP creates a queue pair in pd (ibv_create_qp). Capacities are
+// checked against the device limits; the QP starts in RESET.
+func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkPD(pd); err != nil {
+		return nil, fmt.Errorf("create qp: %w", err)
+	}
+	if err := d.checkQPInit(pd, &init); err != nil {
+		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, err)
+	}
+	if len(d.qps) >= MaxQP {
+		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, ErrLimit)
+	}
+	qpn := d.allocQPN()
+	x := &QP{d: d, pd: pd, init: init, qpn: qpn, handle: d.nextHandle(), sport: createSrcPort(qpn)}
+	var srq *qp.SRQ
+	if init.SRQ != nil {
+		srq = init.SRQ.srq
+	}
+	eq, err := qp.New(qp.Config{
+		QPN: qpn, Type: init.Type, SendCQ: init.SendCQ.cq, RecvCQ: init.RecvCQ.cq, SRQ: srq,
+		MaxSendWR: init.Cap.MaxSendWR, MaxRecvWR: init.Cap.MaxRecvWR,
+		MaxSendSGE: init.Cap.MaxSendSGE, MaxRecvSGE: init.Cap.MaxRecvSGE, MaxInline: init.Cap.MaxInline,
+		SigAll: init.SigAll, Memory: &pd.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
+		Counters: &d.qpCnt,
+		Events:   func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, err)
+	}
+	x.q = eq
+	d.qps[qpn] = x
+	x.listIdx = len(d.qpList)
+	d.qpList = append(d.qpList, x)
+	pd.users++
+	init.SendCQ.users++
+	init.RecvCQ.users++
+	if init.SRQ != nil {
+		init.SRQ.users++
+	}
+	return x, nil
+}
+
+func (d *Device) checkQPInit(pd *PD, init *QPInit) error {
+	if init.Type > qp.UD {
+		return fmt.Errorf("unknown QP type %d: %w", init.Type, ErrInvalid)
+	}
+	if err := d.checkCQ(init.SendCQ); err != nil {
+		return fmt.Errorf("send %w", err)
+	}
+	if err := d.checkCQ(init.RecvCQ); err != nil {
+		return fmt.Errorf("recv %w", err)
+	}
+	if s := init.SRQ; s != nil {
+		switch {
+		case s.d != d:
+			return fmt.Errorf("srq %d: %w", s.handle, ErrWrongDevice)
+		case s.dead:
+			return fmt.Errorf("srq %d: %w", s.handle, ErrDestroyed)
+		case s.pd != pd:
+			return fmt.Errorf("srq %d is in another pd: %w", s.handle, ErrInvalid)
+		}
+	}
+	c := &init.Cap
+	switch {
+	case c.MaxSendWR < 0 || c.MaxSendWR > MaxQPWR:
+		return fmt.Errorf("max_send_wr %d outside 0..%d: %w", c.MaxSendWR, MaxQPWR, ErrInvalid)
+	case c.MaxRecvWR < 0 || c.MaxRecvWR > MaxQPWR:
+		return fmt.Errorf("max_recv_wr %d outside 0..%d: %w", c.MaxRecvWR, MaxQPWR, ErrInvalid)
+	case c.MaxSendSGE < 0 || c.MaxSendSGE > MaxSGE:
+		return fmt.Errorf("max_send_sge %d outside 0..%d: %w", c.MaxSendSGE, MaxSGE, ErrInvalid)
+	case c.MaxRecvSGE < 0 || c.MaxRecvSGE > MaxSGE:
+		return fmt.Errorf("max_recv_sge %d outside 0..%d: %w", c.MaxRecvSGE, MaxSGE, ErrInvalid)
+	case c.MaxInline < 0 || c.MaxInline > MaxInline:
+		return fmt.Errorf("max_inline_data %d outside 0..%d: %w", c.MaxInline, MaxInline, ErrInvalid)
+	}
+	return nil
+}
+
+// allocQPN returns the next free QPN, cyclically. Called with mu held and
+// fewer than MaxQP QPs live.
+func (d *Device) allocQPN() uint32 {
+	for {
+		n := d.qpNext
+		d.qpNext++
+		if d.qpNext > lastQPN {
+			d.qpNext = firstQPN
+		}
+		if _, used := d.qps[n]; !used {
+			return n
+		}
+	}
+}
+
+// QPN returns the QP number.
+func (x *QP) QPN() uint32 { return x.qpn }
+
+// Handle returns the QP's handle, unique among the device's objects.
+func (x *QP) Handle() uint32 { return x.handle }
+
+// Type returns the QP's transport type.
+func (x *QP) Type() qp.Type { return x.init.Type }
+
+// Init returns the creation attributes.
+func (x *QP) Init() QPInit { return x.init }
+
+// PD returns the QP's protection domain.
+func (x *QP) PD() *PD { return x.pd }
+
+// SetContext attaches a caller value to the QP; Context returns it.
+func (x *QP) SetContext(v any) { x.d.mu.Lock(); x.ctx = v; x.d.mu.Unlock() }
+
+// Context returns the value SetContext attached.
+func (x *QP) Context() any { x.d.mu.Lock(); defer x.d.mu.Unlock(); return x.ctx }
+
+// SrcPort returns the UDP source port the QP's packets carry (before any
+// FixedSrcPort override).
+func (x *QP) SrcPort() uint16 {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	return x.sport
+}
+
+// State returns the QP's state.
+func (x *QP) State() qp.State {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	return x.q.State()
+}
+
+// Query returns the QP's attributes (ibv_query_qp).
+func (x *QP) Query() qp.Attr {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	return x.q.Query()
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp). An address
+// vector is checked against the GID table; setting one gives the QP rxe's
+// UDP source port for the flow, rdma_get_udp_sport(flow label, QPN, dest QPN).
+func (x *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
+	d := x.d
+	d.mu.Lock()
+	err := x.modifyLocked(attr, mask)
+	d.mu.Unlock()
+	d.notify()
+	return err
+}
+
+func (x *QP) modifyLocked(attr *qp.Attr, mask qp.AttrMask) error {
+	d := x.d
+	if x.dead {
+		return fmt.Errorf("modify qp %d: %w", x.qpn, ErrDestroyed)
+	}
+	if mask&qp.AttrAV != 0 {
+		if err := d.checkAV(&attr.AV); err != nil {
+			return fmt.Errorf("modify qp %d: %w", x.qpn, err)
+		}
+	}
+	if mask&qp.AttrPort != 0 && attr.Port != 1 {
+		return fmt.Errorf("modify qp %d: port %d: only port 1 exists: %w", x.qpn, attr.Port, ErrInvalid)
+	}
+	if mask&qp.AttrPKeyIndex != 0 && attr.PKeyIndex != 0 {
+		return fmt.Errorf("modify qp %d: pkey index %d: the table has one entry: %w", x.qpn, attr.PKeyIndex, ErrInvalid)
+	}
+	if err := x.q.Modify(attr, mask); err != nil {
+		return err
+	}
+	a := x.q.Query()
+	if mask&qp.AttrAV != 0 {
+		x.remote = a.AV.DGID.Unmap()
+		x.local = d.gidIPs[a.AV.SGIDIndex]
+		if x.init.Type != qp.UD {
+			x.sport = UDPSourcePort(a.AV.FlowLabel, x.qpn, a.DestQPN)
+		}
+	}
+	x.qkey = a.QKey
+	d.markReady(x)
+	d.noteDeadline(x)
+	return nil
+}
+
+// PostSend queues a send work request (ibv_post_send); the WR is copied.
+func (x *QP) PostSend(wr *qp.SendWR) error {
+	d := x.d
+	d.mu.Lock()
+	if x.dead {
+		d.mu.Unlock()
+		return fmt.Errorf("post send on qp %d: %w", x.qpn, ErrDestroyed)
+	}
+	err := x.q.PostSend(wr)
+	if err == nil {
+		d.markReady(x)
+	}
+	d.mu.Unlock()
+	if err == nil {
+		d.notify()
+	}
+	return err
+}
+
+// PostRecv queues a receive work request (ibv_post_recv); the WR is copied.
+func (x *QP) PostRecv(wr *qp.RecvWR) error {
+	d := x.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if x.dead {
+		return fmt.Errorf("post recv on qp %d: %w", x.qpn, ErrDestroyed)
+	}
+	// A receive can unblock nothing on the send side: no output to schedule.
+	return x.q.PostRecv(wr)
+}
+
+// DestroyQP destroys a queue pair. Outstanding work is dropped without
+// completions, as ibv_destroy_qp does.
+func (d *Device) DestroyQP(x *QP) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case x == nil:
+		return fmt.Errorf("destroy qp: nil: %w", ErrInvalid)
+	case x.d != d:
+		return fmt.Errorf("destroy qp %d: %w", x.qpn, ErrWrongDevice)
+	case x.dead:
+		return fmt.Errorf("destroy qp %d: %w", x.qpn, ErrDestroyed)
+	}
+	x.dead = true
+	delete(d.qps, x.qpn)
+	last := d.qpList[len(d.qpList)-1]
+	d.qpList[x.listIdx] = last
+	last.listIdx = x.listIdx
+	d.qpList[len(d.qpList)-1] = nil
+	d.qpList = d.qpList[:len(d.qpList)-1]
+	x.pd.users--
+	x.init.SendCQ.users--
+	x.init.RecvCQ.users--
+	if x.init.SRQ != nil {
+		x.init.SRQ.users--
+	}
+	return nil
+}

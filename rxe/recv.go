@@ -1,0 +1,172 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe/link"
+)
+
+// QPNs with special meaning in the BTH.
+const (
+	gsiQPN       = 1
+	multicastQPN = 0xFFFFFF
+)
+
+// HandleFrame processes one received Ethernet frame at time now: the checks
+// of rxe's receive path, in rxe's order (rxe_rcv, hdr_check, then the ICRC),
+// then delivery to the QP. Frames that
+// fail a check are dropped and counted by cause. f.Data is only read, and not
+// kept past the call.
+func (d *Device) HandleFrame(now qp.Time, f link.Frame) {
+	d.mu.Lock()
+	d.handleLocked(now, f.Data, f.IPIDUnknown)
+	d.mu.Unlock()
+	d.notify()
+}
+
+// HandleFrames processes a batch of received frames under one lock.
+func (d *Device) HandleFrames(now qp.Time, frames []link.Frame) {
+	d.mu.Lock()
+	for i := range frames {
+		d.handleLocked(now, frames[i].Data, frames[i].IPIDUnknown)
+	}
+	d.mu.Unlock()
+	d.notify()
+}
+
+// handleLocked is the receive path. Called with mu held; does not allocate.
+func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
+	fr := &d.rxFrame
+	if err := packet.ParseFrame(data, fr); err != nil {
+		if errors.Is(err, packet.ErrNotIP) || errors.Is(err, packet.ErrNotUDP) || errors.Is(err, packet.ErrNotRoCE) {
+			d.cnt.NotRoCE++
+		} else {
+			d.cnt.Malformed++
+		}
+		return
+	}
+	src, dst := frameAddrs(fr)
+	if !d.ownIP(dst) {
+		d.cnt.BadDGID++
+		return
+	}
+	in := &d.rxIn
+	p := &in.Pkt
+	if err := p.Decode(fr.Transport); err != nil {
+		if err == packet.ErrUnknownOpcode {
+			d.cnt.UnknownOpcode++
+		} else {
+			d.cnt.Malformed++
+		}
+		return
+	}
+	if p.BTH.Opcode.Transport() == packet.TransportCNP {
+		d.cnt.CNP++
+		return
+	}
+	qpn := p.BTH.DestQP
+	switch qpn {
+	case 0:
+		d.cnt.Malformed++
+		return
+	case gsiQPN:
+		d.cnt.GSI++
+		return
+	case multicastQPN:
+		d.cnt.Multicast++
+		return
+	}
+	x := d.qps[qpn]
+	if x == nil {
+		d.cnt.UnknownQP++
+		return
+	}
+	if st := x.q.State(); st == qp.Reset || st == qp.Init {
+		d.cnt.QPNotReady++
+		return
+	}
+	if x.init.Type != qp.UD && (src != x.remote || dst != x.local) {
+		d.cnt.AddrMismatch++ // rxe check_addr
+		return
+	}
+	// P_Key (rxe check_keys): the port's only entry is 0xFFFF, a full
+	// member, so any P_Key whose low 15 bits are 0x7FFF matches (pkey_match).
+	if p.BTH.PKey&0x7FFF != 0x7FFF {
+		d.cnt.BadPKey++
+		return
+	}
+	if x.init.Type == qp.UD && p.Info().Is(packet.HdrDETH) && p.DETH.QKey != x.qkey {
+		d.cnt.BadQKey++
+		return
+	}
+	if !d.icrcOK(fr, ipIDUnknown) {
+		return
+	}
+	in.Src, in.Dst = src, dst
+	in.IPHeader = fr.IP
+	x.q.Receive(now, in)
+	in.Pkt.Payload = nil
+	in.IPHeader = nil
+	d.markReady(x)
+	d.noteDeadline(x)
+}
+
+// frameAddrs returns a parsed frame's source and destination IPs (IPv4 as
+// plain IPv4), without allocating.
+func frameAddrs(f *packet.Frame) (src, dst netip.Addr) {
+	ip := f.IP
+	if f.IsIPv4() {
+		return netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	}
+	return netip.AddrFrom16([16]byte(ip[8:24])).Unmap(), netip.AddrFrom16([16]byte(ip[24:40])).Unmap()
+}
+
+// icrcOK checks the ICRC and counts a failure. When the link could not see
+// the IPv4 identification and DF bit the sender used (a UDP socket), the
+// check solves for them (link.RecoverIPv4ID): 15 of the 32 bits are then
+// verified, the packet is counted in ICRCIDUnknown, and the recovered bits
+// are put back into a copy of the IPv4 header (d.rxIPHdr), which is what a UD
+// receive shows in its GRH area.
+func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
+	if ipIDUnknown && fr.IsIPv4() {
+		id, df, ok := link.RecoverIPv4ID(fr)
+		if !ok {
+			d.cnt.BadICRC++
+			return false
+		}
+		d.cnt.ICRCIDUnknown++
+		h := d.rxIPHdr[:]
+		copy(h, fr.IP)
+		binary.BigEndian.PutUint16(h[4:], id)
+		h[6] &^= 0x40
+		if df {
+			h[6] |= 0x40
+		}
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:], ipv4HeaderChecksum(h))
+		fr.IP = h
+		return true
+	}
+	if !fr.ICRCOK() {
+		d.cnt.BadICRC++
+		return false
+	}
+	return true
+}
+
+// ipv4HeaderChecksum is the Internet checksum of an IPv4 header whose
+// checksum field is zero.
+func ipv4HeaderChecksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return ^uint16(s)
+}

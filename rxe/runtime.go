@@ -1,0 +1,225 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe/link"
+)
+
+// Runtime sizes.
+const (
+	rxBatch = 64
+	txBatch = 64
+	// rxBufLen is the receive buffer per frame: a jumbo Ethernet frame.
+	rxBufLen = 9216 + 64
+)
+
+// runtime drives a device with the real clock: see Start.
+type runtime struct {
+	d     *Device
+	start time.Time
+	txC   chan struct{} // output may be pending
+	tmC   chan struct{} // a deadline may have moved earlier
+	done  chan struct{}
+	wg    sync.WaitGroup
+	armed qp.Time // deadline the timer goroutine sleeps until (under armMu)
+	armMu sync.Mutex
+}
+
+// Start runs the device on its link with the real clock: a receive
+// goroutine reads frames in batches and hands them to the core, a transmit
+// goroutine sends what the core's QPs produce whenever work is posted or
+// packets arrive, and a timer goroutine runs the QPs' timers at their
+// deadlines. Time is nanoseconds on the monotonic clock since Start.
+func (d *Device) Start() error {
+	if d.link == nil {
+		return fmt.Errorf("start %s: %w", d.name, ErrNoLink)
+	}
+	r := &runtime{
+		d:     d,
+		start: time.Now(),
+		txC:   make(chan struct{}, 1),
+		tmC:   make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		armed: qp.Never,
+	}
+	if !d.rt.CompareAndSwap(nil, r) {
+		return fmt.Errorf("start %s: %w", d.name, ErrAlreadyStart)
+	}
+	r.wg.Add(3)
+	go r.rxLoop()
+	go r.txLoop()
+	go r.timerLoop()
+	r.kick()
+	return nil
+}
+
+// Close stops the runtime and closes the link (which is how a blocked
+// receive is woken). The device's objects stay usable as a core.
+func (d *Device) Close() error {
+	r := d.rt.Load()
+	if r == nil || !d.rt.CompareAndSwap(r, nil) {
+		if d.link != nil {
+			return d.link.Close()
+		}
+		return nil
+	}
+	close(r.done)
+	err := d.link.Close()
+	r.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("close %s: %w", d.name, err)
+	}
+	return nil
+}
+
+// Now returns the runtime's current time (nanoseconds since Start), or 0
+// when the runtime is not running.
+func (d *Device) Now() qp.Time {
+	if r := d.rt.Load(); r != nil {
+		return r.now()
+	}
+	return 0
+}
+
+func (r *runtime) now() qp.Time { return qp.Time(time.Since(r.start)) }
+
+// kick wakes the transmit goroutine, and the timer goroutine when a deadline
+// moved before the one it sleeps until. Never blocks.
+func (r *runtime) kick() {
+	select {
+	case r.txC <- struct{}{}:
+	default:
+	}
+	r.kickTimerIfEarlier()
+}
+
+func (r *runtime) closing() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runtime) rxLoop() {
+	defer r.wg.Done()
+	d := r.d
+	// Links that read into the caller's buffers get these; links with their
+	// own buffers (Mem) replace Data with theirs.
+	bufs := make([][]byte, rxBatch)
+	frames := make([]link.Frame, rxBatch)
+	for i := range bufs {
+		bufs[i] = make([]byte, rxBufLen)
+	}
+	for {
+		for i := range frames {
+			frames[i] = link.Frame{Data: bufs[i]}
+		}
+		n, err := d.link.Recv(frames)
+		if err != nil {
+			if r.closing() || errors.Is(err, link.ErrClosed) {
+				return
+			}
+			d.mu.Lock()
+			d.cnt.RxLinkErrors++
+			d.mu.Unlock()
+			// A failing link must not spin the CPU.
+			select {
+			case <-r.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		d.HandleFrames(r.now(), frames[:n]) // kicks via notify
+	}
+}
+
+func (r *runtime) txLoop() {
+	defer r.wg.Done()
+	d := r.d
+	frames := make([]link.Frame, txBatch)
+	for i := range frames {
+		frames[i].Data = make([]byte, 0, maxFrameLen)
+	}
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-r.txC:
+		}
+		for {
+			n, more := d.Output(r.now(), frames)
+			if n > 0 {
+				if _, err := d.link.Send(frames[:n]); err != nil {
+					if r.closing() {
+						return
+					}
+					d.mu.Lock()
+					d.cnt.TxLinkErrors++
+					d.mu.Unlock()
+				}
+			}
+			if !more {
+				break
+			}
+		}
+		r.kickTimerIfEarlier()
+	}
+}
+
+func (r *runtime) kickTimerIfEarlier() {
+	r.armMu.Lock()
+	armed := r.armed
+	r.armMu.Unlock()
+	if r.d.deadlineHint() < armed {
+		select {
+		case r.tmC <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *runtime) timerLoop() {
+	defer r.wg.Done()
+	d := r.d
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		// While the deadlines are scanned, armed is Never so that any kick
+		// in the meantime wakes the loop again instead of being lost.
+		r.armMu.Lock()
+		r.armed = qp.Never
+		r.armMu.Unlock()
+		dl := d.Deadline()
+		r.armMu.Lock()
+		r.armed = dl
+		r.armMu.Unlock()
+		var tc <-chan time.Time
+		if dl != qp.Never {
+			wait := time.Duration(dl - r.now())
+			if wait < 0 {
+				wait = 0
+			}
+			t.Reset(wait)
+			tc = t.C
+		}
+		select {
+		case <-r.done:
+			t.Stop()
+			return
+		case <-r.tmC:
+			t.Stop()
+		case <-tc:
+		}
+		if now := r.now(); now >= dl {
+			d.Tick(now) // kicks the transmitter via notify
+		}
+	}
+}

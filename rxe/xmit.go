@@ -1,0 +1,208 @@
+package rxe
+
+import (
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe/link"
+)
+
+// Transmit scheduling.
+const (
+	// qpBurst bounds the packets one QP sends per round, so that a QP with
+	// a long message does not starve the others.
+	qpBurst = 16
+	// loopBudget bounds the looped-back packets one Output call handles, so
+	// that two busy local QPs do not hold the device lock indefinitely.
+	loopBudget = 256
+	// maxFrameLen is the largest frame the device builds: Ethernet, IPv6,
+	// UDP, BTH plus the largest extension headers, a 4096-byte payload, pad
+	// and ICRC, rounded up.
+	maxFrameLen = 4352
+)
+
+// Output fills frames with packets the QPs want sent, at time now, and
+// returns how many it filled and whether more output remains (call again).
+// It takes QPs round-robin, at most qpBurst packets each per turn. Each
+// frame's Data is reused as the buffer (appended to from length 0), so
+// callers keep the frames between calls and Output does not allocate once
+// the buffers have grown to maxFrameLen. Packets to one of the device's own
+// GIDs are delivered internally and do not use a frame.
+func (d *Device) Output(now qp.Time, frames []link.Frame) (n int, more bool) {
+	d.mu.Lock()
+	n, more = d.outputLocked(now, frames)
+	d.mu.Unlock()
+	return n, more
+}
+
+func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more bool) {
+	looped := 0
+	for n < len(frames) && looped < loopBudget {
+		x := d.popReady()
+		if x == nil {
+			return n, false
+		}
+		if x.dead {
+			continue
+		}
+		idle := false
+		for k := 0; k < qpBurst && n < len(frames) && looped < loopBudget; k++ {
+			if !x.q.Transmit(now, &d.txOut) {
+				idle = true
+				break
+			}
+			switch d.emit(now, x, &frames[n]) {
+			case emitFrame:
+				n++
+			case emitLoopback:
+				looped++
+			}
+		}
+		d.txOut.Pkt.Payload = nil
+		d.noteDeadline(x)
+		// A QP that ran out of packets waits for the next event to be
+		// scheduled again, whatever Pending says, so that an engine that
+		// reports output it does not produce cannot spin the device.
+		if !idle && x.q.Pending(now) {
+			d.markReady(x)
+		}
+	}
+	return n, d.readyLen() > 0
+}
+
+type emitResult uint8
+
+const (
+	emitDropped emitResult = iota
+	emitFrame
+	emitLoopback
+)
+
+// emit builds the frame for d.txOut into f, or loops it back.
+func (d *Device) emit(now qp.Time, x *QP, f *link.Frame) emitResult {
+	out := &d.txOut
+	av := out.AV
+	if av == nil || int(av.SGIDIndex) >= len(d.gidIPs) {
+		d.cnt.TxNoRoute++
+		return emitDropped
+	}
+	a := &d.txAddr
+	a.Src = d.gidIPs[av.SGIDIndex]
+	a.Dst = av.DGID.Unmap()
+	if !a.Dst.IsValid() || a.Src.Is4() != a.Dst.Is4() {
+		d.cnt.TxNoRoute++
+		return emitDropped
+	}
+	a.SrcPort = x.sport
+	if d.fixedSport != 0 {
+		a.SrcPort = d.fixedSport
+	}
+	a.DstPort = packet.UDPPort
+	a.TrafficClass = av.TrafficClass
+	a.HopLimit = av.HopLimit
+	if a.HopLimit == 0 {
+		a.HopLimit = defaultHopLimit
+	}
+	a.FlowLabel = 0 // rxe writes 0; the AV's label only feeds the source port
+	a.DF = true
+	a.IPID = 0
+	if a.Src.Is4() && d.fixedSport == 0 {
+		d.ipid++
+		a.IPID = d.ipid
+	}
+	if d.ownIP(a.Dst) {
+		d.loopBuf = packet.AppendFrame(d.loopBuf[:0], &d.txEth, a, &out.Pkt)
+		d.cnt.LoopbackPackets++
+		d.handleLocked(now, d.loopBuf, false)
+		return emitLoopback
+	}
+	f.Data = packet.AppendFrame(f.Data[:0], &d.txEth, a, &out.Pkt)
+	f.IPIDUnknown = false
+	return emitFrame
+}
+
+// markReady puts x on the ready list unless it is there. Called with mu
+// held whenever something may have given x output.
+func (d *Device) markReady(x *QP) {
+	if x.queued || x.dead {
+		return
+	}
+	x.queued = true
+	if d.readyHd > 0 && len(d.ready) == cap(d.ready) {
+		k := copy(d.ready, d.ready[d.readyHd:])
+		clear(d.ready[k:])
+		d.ready = d.ready[:k]
+		d.readyHd = 0
+	}
+	d.ready = append(d.ready, x)
+}
+
+func (d *Device) popReady() *QP {
+	if d.readyHd == len(d.ready) {
+		return nil
+	}
+	x := d.ready[d.readyHd]
+	d.ready[d.readyHd] = nil
+	d.readyHd++
+	if d.readyHd == len(d.ready) {
+		d.ready = d.ready[:0]
+		d.readyHd = 0
+	}
+	x.queued = false
+	return x
+}
+
+func (d *Device) readyLen() int { return len(d.ready) - d.readyHd }
+
+// HasOutput reports whether some QP may have packets to send.
+func (d *Device) HasOutput() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.readyLen() > 0
+}
+
+// noteDeadline lowers the device's earliest-deadline bound to x's deadline.
+func (d *Device) noteDeadline(x *QP) {
+	if dl := x.q.Deadline(); dl < d.earliest {
+		d.earliest = dl
+	}
+}
+
+// Tick runs the timers of every QP whose deadline has passed (retransmit,
+// RNR wait), at time now.
+func (d *Device) Tick(now qp.Time) {
+	d.mu.Lock()
+	earliest := qp.Never
+	for _, x := range d.qpList {
+		if x.q.Deadline() <= now {
+			x.q.Tick(now)
+			d.markReady(x)
+		}
+		if dl := x.q.Deadline(); dl < earliest {
+			earliest = dl
+		}
+	}
+	d.earliest = earliest
+	d.mu.Unlock()
+	d.notify()
+}
+
+// Deadline returns the earliest time a QP needs Tick, or qp.Never.
+func (d *Device) Deadline() qp.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	earliest := qp.Never
+	for _, x := range d.qpList {
+		if dl := x.q.Deadline(); dl < earliest {
+			earliest = dl
+		}
+	}
+	d.earliest = earliest
+	return earliest
+}
+
+// deadlineHint returns a lower bound of Deadline without scanning the QPs.
+func (d *Device) deadlineHint() qp.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.earliest
+}
