@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// Defaults of a link direction.
+const (
+	defaultBandwidth = 10_000_000_000 // 10 Gb/s
+	defaultDelay     = netsim.Microsecond
+	defaultMTU       = 1500
+	defaultDuration  = netsim.Second
+)
+
+// hostInfo is a host's resolved identity.
+type hostInfo struct {
+	Index int
+	Name  string
+	IP    netip.Addr
+	MAC   [6]byte
+	MTU   int
+}
+
+// deviceFactory makes the device a host runs.
+type deviceFactory func(h hostInfo, seed uint64) (Device, error)
+
+// world is a built simulation: the network, its hosts and the fault schedule.
+type world struct {
+	sc     *Scenario
+	seed   uint64
+	loop   *netsim.Loop
+	net    *netsim.Network
+	hosts  []*host
+	infos  []hostInfo
+	byName map[string]netsim.NodeID
+	hostOf map[string]*host
+	sws    []*netsim.Switch
+	rec    *recorder
+	// lastHeal is the time the last fault or partition ends (0 if none).
+	lastHeal netsim.Time
+}
+
+// resolveHosts lists the scenario's hosts with their addresses.
+func resolveHosts(sc *Scenario) ([]hostInfo, error) {
+	var out []hostInfo
+	seen := map[string]bool{}
+	add := func(hs HostSpec) error {
+		i := len(out)
+		if hs.Name == "" {
+			return fmt.Errorf("host %d has no name", i)
+		}
+		if seen[hs.Name] {
+			return fmt.Errorf("host %s defined twice", hs.Name)
+		}
+		seen[hs.Name] = true
+		h := hostInfo{Index: i, Name: hs.Name, MTU: hs.MTU}
+		if h.MTU == 0 {
+			h.MTU = sc.MTU
+		}
+		if h.MTU == 0 {
+			h.MTU = defaultMTU
+		}
+		if hs.IP != "" {
+			ip, err := netip.ParseAddr(hs.IP)
+			if err != nil {
+				return fmt.Errorf("host %s: %w", hs.Name, err)
+			}
+			h.IP = ip.Unmap()
+		} else {
+			h.IP = netip.AddrFrom4([4]byte{10, 0, byte((i + 1) >> 8), byte(i + 1)})
+		}
+		h.MAC = [6]byte{0x02, 0, 0, 0, byte((i + 1) >> 8), byte(i + 1)}
+		if hs.MAC != "" {
+			var m [6]byte
+			if _, err := fmt.Sscanf(hs.MAC, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err != nil {
+				return fmt.Errorf("host %s: bad MAC %q", hs.Name, hs.MAC)
+			}
+			h.MAC = m
+		}
+		out = append(out, h)
+		return nil
+	}
+	for _, hs := range sc.Hosts {
+		if err := add(hs); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < sc.HostCount; i++ {
+		if err := add(HostSpec{Name: fmt.Sprintf("h%d", i)}); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("scenario %s has no hosts", sc.Name)
+	}
+	return out, nil
+}
+
+func pipeConfig(ps PipeSpec) netsim.PipeConfig {
+	c := netsim.PipeConfig{
+		Bandwidth:   int64(ps.Bandwidth),
+		Delay:       netsim.Time(ps.Delay),
+		QueueBytes:  int(ps.Queue),
+		QueueFrames: ps.QueueFrames,
+	}
+	if c.Bandwidth == 0 {
+		c.Bandwidth = defaultBandwidth
+	}
+	if c.Delay == 0 {
+		c.Delay = defaultDelay
+	}
+	return c
+}
+
+// build creates the network, hosts and switches, and schedules faults.
+func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loop) *recorder) (*world, error) {
+	infos, err := resolveHosts(sc)
+	if err != nil {
+		return nil, err
+	}
+	loop := netsim.NewLoop()
+	w := &world{
+		sc: sc, seed: seed, loop: loop, net: netsim.NewNetwork(loop), infos: infos,
+		byName: map[string]netsim.NodeID{}, hostOf: map[string]*host{},
+	}
+	w.rec = rec(loop)
+	w.net.Trace = w.rec.network
+	for _, hi := range infos {
+		dev, err := newDev(hi, fault.Stream(seed, "device/"+hi.Name).Uint64())
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %w", hi.Name, err)
+		}
+		h := newHost(hi.Index, hi.Name, loop, dev)
+		h.addr = netsim.Addr{MAC: hi.MAC, IP: hi.IP}
+		h.id = w.net.AddNode(hi.Name, h)
+		w.hosts = append(w.hosts, h)
+		w.byName[hi.Name] = h.id
+		w.hostOf[hi.Name] = h
+	}
+	addSwitch := func(ss SwitchSpec) error {
+		if ss.Name == "" {
+			return fmt.Errorf("a switch has no name")
+		}
+		if _, dup := w.byName[ss.Name]; dup {
+			return fmt.Errorf("node %s defined twice", ss.Name)
+		}
+		sw := w.net.AddSwitch(ss.Name, netsim.Time(ss.Latency))
+		w.sws = append(w.sws, sw)
+		w.byName[ss.Name] = sw.ID()
+		return nil
+	}
+	for _, ss := range sc.Switches {
+		if err := addSwitch(ss); err != nil {
+			return nil, err
+		}
+	}
+	var static []staticFault
+	connect := func(a, b string, ab, ba PipeSpec, fab, fba string) error {
+		ia, ok := w.byName[a]
+		if !ok {
+			return fmt.Errorf("link %s-%s: no node %s", a, b, a)
+		}
+		ib, ok := w.byName[b]
+		if !ok {
+			return fmt.Errorf("link %s-%s: no node %s", a, b, b)
+		}
+		pab, pba := w.net.Connect(ia, ib, pipeConfig(ab), pipeConfig(ba))
+		static = append(static, staticFault{pab, fab}, staticFault{pba, fba})
+		return nil
+	}
+	for _, ls := range sc.Links {
+		ba := ls.PipeSpec
+		if ls.BA != nil {
+			ba = *ls.BA
+		}
+		fba := ls.Fault
+		if ls.FaultBA != nil {
+			fba = *ls.FaultBA
+		}
+		if err := connect(ls.A, ls.B, ls.PipeSpec, ba, ls.Fault, fba); err != nil {
+			return nil, err
+		}
+	}
+	if st := sc.Star; st != nil {
+		ss := st.SwitchSpec
+		ss.Name = st.Switch
+		if ss.Name == "" {
+			ss.Name = "sw0"
+		}
+		if err := addSwitch(ss); err != nil {
+			return nil, err
+		}
+		down := st.PipeSpec
+		if st.Downlink != nil {
+			down = *st.Downlink
+		}
+		for _, hi := range infos {
+			if err := connect(hi.Name, ss.Name, st.PipeSpec, down, st.Fault, st.Fault); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, h := range w.hosts {
+		switch w.net.Ports(h.id) {
+		case 0:
+			return nil, fmt.Errorf("host %s is on no link", h.name)
+		case 1:
+			h.out = w.net.Out(h.id, 0)
+		default:
+			return nil, fmt.Errorf("host %s is on %d links; a host has one port", h.name, w.net.Ports(h.id))
+		}
+	}
+	addrs := map[netsim.NodeID][]netsim.Addr{}
+	for _, h := range w.hosts {
+		addrs[h.id] = []netsim.Addr{h.addr}
+	}
+	if err := w.net.Route(addrs); err != nil {
+		return nil, err
+	}
+	for _, sf := range static {
+		if sf.spec == "" {
+			continue
+		}
+		s, err := fault.Parse(sf.spec)
+		if err != nil {
+			return nil, fmt.Errorf("link %s: %w", sf.pipe.Name(), err)
+		}
+		sf.pipe.SetFaults(fault.New(s, fault.Stream(seed, "link/"+sf.pipe.Name()).Uint64()))
+	}
+	if err := w.scheduleFaults(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+type staticFault struct {
+	pipe *netsim.Pipe
+	spec string
+}
+
+// pipes resolves a link name: "A-B" (both directions), "A->B", or "*".
+func (w *world) pipes(name string) ([]*netsim.Pipe, error) {
+	if name == "*" {
+		return w.net.Pipes(), nil
+	}
+	if a, b, ok := strings.Cut(name, "->"); ok {
+		if p := w.net.Pipe(a + "->" + b); p != nil {
+			return []*netsim.Pipe{p}, nil
+		}
+		return nil, fmt.Errorf("no link direction %s", name)
+	}
+	if a, b, ok := strings.Cut(name, "-"); ok {
+		p, q := w.net.Pipe(a+"->"+b), w.net.Pipe(b+"->"+a)
+		if p != nil && q != nil {
+			return []*netsim.Pipe{p, q}, nil
+		}
+	}
+	return nil, fmt.Errorf("no link %s (want A-B, A->B or *)", name)
+}
+
+// scheduleFaults installs timed fault models and partitions. Overlapping
+// faults on one direction: the later start wins; an end removes a model
+// only if it is still the one installed.
+func (w *world) scheduleFaults() error {
+	for i, f := range w.sc.Faults {
+		ps, err := w.pipes(f.Link)
+		if err != nil {
+			return fmt.Errorf("fault %d: %w", i, err)
+		}
+		spec, err := fault.Parse(f.Spec)
+		if err != nil {
+			return fmt.Errorf("fault %d: %w", i, err)
+		}
+		for _, p := range ps {
+			m := fault.New(spec, fault.Stream(w.seed, fmt.Sprintf("fault/%d/%s", i, p.Name())).Uint64())
+			w.loop.At(netsim.Time(f.From), func() {
+				p.SetFaults(m)
+				w.rec.event("fault", p.Name(), strconv.Quote(spec.String()))
+			})
+			if f.Until != 0 {
+				w.loop.At(netsim.Time(f.Until), func() {
+					if p.Faults() == m {
+						p.SetFaults(nil)
+						w.rec.event("fault-end", p.Name())
+					}
+				})
+				w.lastHeal = max(w.lastHeal, netsim.Time(f.Until))
+			}
+		}
+	}
+	for i, pt := range w.sc.Partitions {
+		ps, err := w.pipes(pt.Link)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", i, err)
+		}
+		for _, p := range ps {
+			w.loop.At(netsim.Time(pt.Start), func() { p.SetPartitioned(true) })
+			if pt.Heal != 0 {
+				w.loop.At(netsim.Time(pt.Heal), func() { p.SetPartitioned(false) })
+				w.lastHeal = max(w.lastHeal, netsim.Time(pt.Heal))
+			}
+		}
+	}
+	return nil
+}

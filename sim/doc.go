@@ -1,0 +1,115 @@
+// Package sim is softroce's deterministic simulator: it runs real softroce
+// devices (package rxe, driven sans-I/O) on a simulated network (package
+// netsim) under a scenario's topology, faults and workloads, on virtual
+// time, and checks invariants of RDMA transport on every run.
+//
+// # Determinism
+//
+// A run is a pure function of (scenario, seed, source code). One goroutine
+// runs one event loop; events are ordered by (virtual time, scheduling
+// sequence number); every random choice (fault decisions per link direction,
+// operation mix and sizes per flow, starting PSNs, device key bytes) comes
+// from a stream derived from the seed by name (fault.Stream), so adding a
+// flow or a fault does not perturb the others; nothing reads the wall clock,
+// depends on map iteration order or on goroutine scheduling; memory regions
+// are registered at fixed I/O virtual addresses (rxe.Device.RegMRIOVA), so
+// the addresses on the wire do not depend on Go's heap. The event log (a line
+// per frame delivered or dropped, per partition change, per operation posted
+// and completed, per violation) and the pcapng capture are byte-identical
+// for the same seed; Result.EventLog is the SHA-256 of the log.
+//
+// # Model
+//
+// Each host has one port. A link joins two nodes (hosts or switches); each
+// direction has a bandwidth (serialization counts Ethernet's 24 bytes of
+// preamble, FCS and gap), a propagation delay, a drop-tail output queue
+// bounded in bytes and/or frames, a fault model (package fault: independent
+// and Gilbert-Elliott loss, duplication, delay, jitter, reordering, bit
+// corruption confined to the bytes the ICRC covers), and a partition state.
+// A switch forwards by destination MAC, or by destination IP for MACs it was
+// not told (softroce devices without a link address frames by IP), along
+// shortest paths; its output queues are its ports' link queues. A host hands
+// its link one burst of frames at a time and takes the next when the wire has
+// serialized it, as a NIC pulls from its queues; the device's timers run at
+// Deadline.
+//
+// # Scenario files
+//
+// A scenario is JSON; unknown fields are errors. Durations are Go duration
+// strings ("1.5ms") or integer nanoseconds; bandwidths "10Gbps", "800Mbps"
+// or bits per second; sizes "64KiB", "1MB" or bytes.
+//
+//	{
+//	  "name": "incast",                 // file name without .json, by convention
+//	  "description": "...",
+//	  "duration": "10s",                // simulated-time bound (default 1s)
+//	  "drain": "50ms",                  // all work must complete this soon after the last heal
+//	  "allow_errors": false,            // accept failed completions
+//	  "mtu": 1500,                      // hosts' IP MTU (default 1500: path MTU 1024)
+//	  "hosts": [{"name": "a", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "mtu": 9000}],
+//	  "host_count": 9,                  // adds h0..h8 (IP 10.0.0.1.., MAC 02:00:00:00:00:01..)
+//	  "switches": [{"name": "s1", "latency": "500ns"}],
+//	  "links": [{"a": "h0", "b": "s1", "bandwidth": "10Gbps", "delay": "1us",
+//	             "queue": "64KiB", "queue_frames": 0,
+//	             "ba": {...same fields, for the b->a direction...},
+//	             "fault": "loss=1%", "fault_ba": "..."}],
+//	  "star": {"switch": "sw0", "latency": "500ns", "bandwidth": "10Gbps", "delay": "1us",
+//	           "queue": "1MiB", "downlink": {...switch->host direction...}, "fault": "..."},
+//	  "faults": [{"link": "h0-sw0", "spec": "loss=5%,reorder=2%", "from": "1ms", "until": "5ms"}],
+//	  "partitions": [{"link": "h0->sw0", "start": "2ms", "heal": "12ms"}],
+//	  "workloads": [{
+//	    "name": "mesh",
+//	    "from": ["*"], "to": ["h0", "h1"],   // every (from, to) pair, never a host to itself
+//	    "qps": 2,                            // QP pairs per host pair
+//	    "transport": "RC",                   // RC, UC or UD
+//	    "ops": {"SEND": 3, "SEND_IMM": 1, "WRITE": 2, "WRITE_IMM": 1, "READ": 2, "CAS": 1, "FADD": 1},
+//	    "size": {"fixed": 4096} | {"min": 0, "max": 65536} | {"list": [64, 4096]},
+//	    "count": 1000,                       // operations per QP
+//	    "window": 8,                         // outstanding operations per QP
+//	    "rate": 100000,                      // operations per second per QP (optional)
+//	    "start": "0s",
+//	    "recv_depth": 9, "recv_delay": "200us",  // receives kept posted; slow reposting
+//	    "mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "min_rnr_timer": 1
+//	  }],
+//	  "expect": {"statuses": ["SUCCESS", "RETRY_EXC_ERR", "WR_FLUSH_ERR"],
+//	             "sometimes": ["retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
+//	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss"]}
+//	}
+//
+// Link names in faults and partitions are "A-B" (both directions), "A->B"
+// (one) or "*" (all). Fault specs follow package fault's grammar; the spec's
+// own seed item is ignored: each fault draws from the run's seed. Of two
+// fault models overlapping on one direction, the later start wins.
+//
+// # Invariants
+//
+// Every run checks:
+//
+//   - integrity: every message (SEND, SEND_IMM) arrives with the bytes sent
+//     (each carries its flow and sequence number and a pattern derived from
+//     them), length and immediate data; WRITE_IMM carries its number as the
+//     immediate.
+//   - exactly-once: RC delivers every message once, in posting order. (UC and
+//     UD may lose messages and deliver network duplicates or reordered ones:
+//     a UC responder starts a new message at any FIRST or ONLY packet whose
+//     PSN is unexpected. Their content is still checked.)
+//   - memory-model: READ, CMP_SWAP and FETCH_ADD return what a sequential
+//     reference model of the responder's memory says, and at the end the
+//     responder's memory equals the model (RC). A WRITE or atomic posted
+//     while an overlapping READ is outstanding is fenced, as a correct
+//     application must: a retried READ is executed again (IBTA 9.4.4).
+//   - posting-order: send completions come in posting order per QP, once.
+//   - completion: opcodes match the operation; after a QP's first failed
+//     completion the rest are WR_FLUSH_ERR.
+//   - status: every operation succeeds, unless the scenario allows errors or
+//     lists the statuses it expects.
+//   - liveness: all work completes before the duration ends, and within
+//     drain of the last fault healing.
+//   - counters: frames the network delivered to a host equal the device's
+//     rcvd_pkts plus its receive drops; frames a host sent equal its
+//     sent_pkts (less loopback and unroutable).
+//   - corruption: no device accepts a frame whose ICRC is wrong (the network
+//     corrupts only bytes the ICRC covers; a frame corrupted on two hops
+//     can come out intact, and then it is a good frame).
+//   - coverage: each event the scenario lists under "sometimes" happened.
+package sim

@@ -1,0 +1,296 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// hostRT is what the workload keeps per host: its device objects and the
+// QPs it serves, by QPN.
+type hostRT struct {
+	h      *host
+	info   hostInfo
+	dev    *rxeDevice
+	pd     *rxe.PD
+	cq     *rxe.CQ
+	ends   map[uint32]*flowEnd
+	wcs    []qp.WC
+	nextVA uint64
+	run    *runState
+}
+
+// flowEnd says which side of which flow a QP is.
+type flowEnd struct {
+	f         *flow
+	requester bool
+}
+
+// opRec is one posted operation and what it must produce.
+type opRec struct {
+	kind     opKind
+	size     int
+	off      uint64 // offset in the remote region
+	postedAt netsim.Time
+	expect   []byte // READ: the bytes the reference model says it returns
+	orig     uint64 // CAS/FADD: the original value the model says it returns
+	msg      int    // index in flow.msgs of the message it sends, if any
+	done     bool
+}
+
+// msgRec is a message the responder should receive, in posting order.
+type msgRec struct {
+	seq  uint32
+	size int
+	kind opKind
+	got  int
+}
+
+// flow is one QP pair running a workload's operations from a to b.
+type flow struct {
+	id    int
+	name  string
+	wl    *wlSpec
+	typ   qp.Type
+	a, b  *hostRT
+	qa    *rxe.QP
+	qb    *rxe.QP
+	ah    *rxe.AH
+	mtu   qp.MTU
+	rng   *fault.Rand
+	slot  int // bytes per local slot (one per window position)
+	local *rxe.MR
+	// Responder memory: the region WRITE/READ/atomics target, and the
+	// receive buffers.
+	remote *rxe.MR
+	model  []byte
+	recv   *rxe.MR
+	rslot  int
+	rdepth int
+
+	ops         []opRec
+	posted      int
+	completed   int // send completions seen
+	outstanding int
+	backlog     int // rate mode: operations due but held by the window
+	msgs        []msgRec
+	recvNext    int
+	failed      bool
+	finished    bool
+	firstErr    qp.WCStatus
+	rposted     int // receives posted in total
+}
+
+// alloc carves an address range for a region on a host.
+func (hr *hostRT) alloc(n int) uint64 {
+	va := hr.nextVA
+	hr.nextVA += (uint64(n) + regionAlign - 1) / regionAlign * regionAlign
+	hr.nextVA += regionAlign // a guard gap: off-by-one addresses miss
+	return va
+}
+
+func (hr *hostRT) reg(n int, access qp.Access) (*rxe.MR, error) {
+	return hr.dev.d.RegMRIOVA(hr.pd, make([]byte, n), hr.alloc(n), access)
+}
+
+// setupHost creates the workload's per-host objects.
+func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, error) {
+	dev := h.dev.(*rxeDevice)
+	pd, err := dev.d.AllocPD()
+	if err != nil {
+		return nil, err
+	}
+	cq, err := dev.d.CreateCQ(min(max(cqDepth, 64), rxe.MaxCQE))
+	if err != nil {
+		return nil, err
+	}
+	hr := &hostRT{h: h, info: info, dev: dev, pd: pd, cq: cq, ends: map[uint32]*flowEnd{},
+		wcs: make([]qp.WC, 64), nextVA: iovaBase + uint64(info.Index)<<32, run: run}
+	h.poll = hr.poll
+	h.polled = func() bool { return cq.Len() > 0 }
+	return hr, nil
+}
+
+// newFlow creates and connects a QP pair for workload w from a to b.
+func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int) (*flow, error) {
+	f := &flow{
+		id: len(run.flows), wl: w, typ: w.typ, a: a, b: b,
+		name: fmt.Sprintf("%s/%s->%s/%d", w.Name, a.info.Name, b.info.Name, k),
+	}
+	f.rng = fault.Stream(run.w.seed, "flow/"+f.name)
+	pathMTU := min(rxe.ActiveMTU(a.info.MTU), rxe.ActiveMTU(b.info.MTU))
+	if w.MTU != 0 {
+		m := qp.MTU(w.MTU)
+		if !m.Valid() || m > pathMTU {
+			return nil, fmt.Errorf("workload %s: path MTU %d is not an IB MTU the hosts carry (max %d)", w.Name, w.MTU, pathMTU)
+		}
+		pathMTU = m
+	}
+	f.mtu = pathMTU
+	maxSize := w.maxSize
+	if f.typ == qp.UD {
+		maxSize = min(maxSize, int(pathMTU))
+	}
+	f.slot = (maxSize + 7) &^ 7
+	f.rdepth = w.RecvDepth
+	f.rslot = f.slot
+	if f.typ == qp.UD {
+		f.rslot += grhLen
+	}
+	var err error
+	if f.local, err = a.reg(f.slot*w.Window, qp.AccessLocalWrite); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", f.name, err)
+	}
+	if f.recv, err = b.reg(f.rslot*f.rdepth, qp.AccessLocalWrite); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", f.name, err)
+	}
+	if f.typ != qp.UD {
+		size := max(4*f.slot, 4096)
+		access := qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
+		if f.remote, err = b.reg(size, access); err != nil {
+			return nil, fmt.Errorf("flow %s: %w", f.name, err)
+		}
+		// Start from a known pattern so that READs return something
+		// distinguishable from zeros.
+		fillPattern(f.remote.Bytes(), uint32(f.id), 0xFFFFFFFF)
+		f.model = append([]byte(nil), f.remote.Bytes()...)
+	}
+	caps := rxe.QPCap{MaxSendWR: w.Window + 1, MaxRecvWR: f.rdepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}
+	if f.qa, err = a.dev.d.CreateQP(a.pd, rxe.QPInit{Type: f.typ, SendCQ: a.cq, RecvCQ: a.cq, Cap: caps}); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", f.name, err)
+	}
+	if f.qb, err = b.dev.d.CreateQP(b.pd, rxe.QPInit{Type: f.typ, SendCQ: b.cq, RecvCQ: b.cq, Cap: caps}); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", f.name, err)
+	}
+	// Start PSNs anywhere in the 24-bit space, a quarter of them just
+	// below the wrap, so that PSN arithmetic modulo 2^24 is exercised.
+	psnA, psnB := f.drawPSN(), f.drawPSN()
+	if err := f.connect(f.qa, a, b, f.qb.QPN(), psnA, psnB); err != nil {
+		return nil, err
+	}
+	if err := f.connect(f.qb, b, a, f.qa.QPN(), psnB, psnA); err != nil {
+		return nil, err
+	}
+	if f.typ == qp.UD {
+		av := qp.AddressVector{DGID: b.info.IP, SGIDIndex: uint8(a.dev.d.GIDIndex(a.info.IP)), HopLimit: 64}
+		if f.ah, err = a.dev.d.CreateAH(a.pd, av); err != nil {
+			return nil, fmt.Errorf("flow %s: %w", f.name, err)
+		}
+	}
+	run.w.rec.event("flow", f.name, f.typ.String(), fmt.Sprintf("qpn=%d/%d psn=%d/%d mtu=%d", f.qa.QPN(), f.qb.QPN(), psnA, psnB, f.mtu))
+	f.ops = make([]opRec, w.Count)
+	a.ends[f.qa.QPN()] = &flowEnd{f: f, requester: true}
+	b.ends[f.qb.QPN()] = &flowEnd{f: f}
+	for i := 0; i < f.rdepth; i++ {
+		if err := f.postRecv(uint64(i)); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (f *flow) drawPSN() uint32 {
+	if f.rng.IntN(4) == 0 {
+		return 0xFFFFFF - uint32(f.rng.IntN(64))
+	}
+	return uint32(f.rng.Uint64()) & 0xFFFFFF
+}
+
+func intAttr(p *int, def int) uint8 {
+	if p == nil {
+		return uint8(def)
+	}
+	return uint8(*p)
+}
+
+// connect walks a QP through INIT, RTR and RTS towards the peer QP.
+func (f *flow) connect(x *rxe.QP, self, peer *hostRT, peerQPN, sqPSN, rqPSN uint32) error {
+	w := f.wl
+	at := func(step string, a *qp.Attr, mask qp.AttrMask) error {
+		if err := x.Modify(a, mask|qp.AttrState); err != nil {
+			return fmt.Errorf("flow %s: qp %d to %s: %w", f.name, x.QPN(), step, err)
+		}
+		return nil
+	}
+	a := qp.Attr{State: qp.Init, Port: 1}
+	mask := qp.AttrPKeyIndex | qp.AttrPort
+	if f.typ == qp.UD {
+		a.QKey = udQKey
+		mask |= qp.AttrQKey
+	} else {
+		a.AccessFlags = qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
+		mask |= qp.AttrAccessFlags
+	}
+	if err := at("INIT", &a, mask); err != nil {
+		return err
+	}
+	a = qp.Attr{State: qp.RTR}
+	mask = 0
+	if f.typ != qp.UD {
+		a.AV = qp.AddressVector{DGID: peer.info.IP, SGIDIndex: uint8(self.dev.d.GIDIndex(self.info.IP)), HopLimit: 64}
+		a.PathMTU = f.mtu
+		a.DestQPN = peerQPN
+		a.RQPSN = rqPSN
+		mask = qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+		if f.typ == qp.RC {
+			a.MaxDestRdAtomic = intAttr(w.MaxRdAtomic, 16)
+			a.MinRNRTimer = intAttr(w.MinRNRTimer, 1)
+			mask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		}
+	}
+	if err := at("RTR", &a, mask); err != nil {
+		return err
+	}
+	a = qp.Attr{State: qp.RTS, SQPSN: sqPSN}
+	mask = qp.AttrSQPSN
+	if f.typ == qp.RC {
+		a.Timeout = intAttr(w.Timeout, 14)
+		a.RetryCnt = intAttr(w.RetryCnt, 7)
+		a.RNRRetry = intAttr(w.RNRRetry, 7)
+		a.MaxRdAtomic = intAttr(w.MaxRdAtomic, 16)
+		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
+	return at("RTS", &a, mask)
+}
+
+// postRecv posts receive slot i.
+func (f *flow) postRecv(i uint64) error {
+	wr := qp.RecvWR{ID: i, SGL: []qp.SGE{{
+		Addr: f.recv.Addr() + i*uint64(f.rslot), Length: uint32(f.rslot), LKey: f.recv.LKey(),
+	}}}
+	if err := f.qb.PostRecv(&wr); err != nil {
+		return fmt.Errorf("flow %s: post recv: %w", f.name, err)
+	}
+	f.rposted++
+	return nil
+}
+
+// fillPattern writes the content of message seq of flow id: the flow and
+// sequence number in the first 8 bytes (when they fit), then bytes that
+// depend on both and on the position, so that a misplaced, stale, shifted
+// or corrupted byte shows.
+func fillPattern(b []byte, id, seq uint32) {
+	j := 0
+	if len(b) >= 8 {
+		binary.BigEndian.PutUint32(b, id)
+		binary.BigEndian.PutUint32(b[4:], seq)
+		j = 8
+	}
+	x := uint64(id)<<32 | uint64(seq)
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	for ; j < len(b); j++ {
+		b[j] = byte(x>>(8*(j&7))) ^ byte(j>>3)
+	}
+}
+
+// checkPattern reports whether b is message seq of flow id.
+func checkPattern(b []byte, id, seq uint32, scratch []byte) bool {
+	want := scratch[:len(b)]
+	fillPattern(want, id, seq)
+	return bytes.Equal(b, want)
+}

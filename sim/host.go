@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// Device is the sans-I/O core a simulated host runs. The simulator calls it
+// only from its event loop, with the loop's virtual time.
+type Device interface {
+	// HandleFrame processes a frame that arrived; frame is valid only
+	// during the call.
+	HandleFrame(now netsim.Time, frame []byte)
+	// Output hands up to max frames the device wants sent to emit, one at a
+	// time (each valid only during its emit call), and returns how many and
+	// whether more output is waiting.
+	Output(now netsim.Time, max int, emit func(frame []byte)) (int, bool)
+	// Tick runs the device's timers.
+	Tick(now netsim.Time)
+	// Deadline returns when Tick is next due, or netsim.Never.
+	Deadline() netsim.Time
+}
+
+// outputBurst is how many frames a host hands its link per service: a NIC
+// pulls from its queues only as fast as its wire drains, so the host takes
+// the next burst when the link has serialized this one. Small enough that
+// the host's own egress queue stays short, large enough that the event loop
+// is not dominated by service events.
+const outputBurst = 16
+
+// host is a node running a Device on a single port.
+type host struct {
+	index int
+	name  string
+	id    netsim.NodeID
+	addr  netsim.Addr
+	loop  *netsim.Loop
+	dev   Device
+	out   *netsim.Pipe
+
+	// serviceAt is when a service event is scheduled (Never: none).
+	serviceAt netsim.Time
+	// tickAt is the time of the earliest tick event scheduled.
+	tickAt netsim.Time
+	// poll, when set, runs at each service before output: the workload
+	// polls completions and posts work there.
+	poll func(now netsim.Time)
+	// polled, when set, reports whether completions are waiting for poll:
+	// a device may complete work while producing output (UC and UD sends
+	// complete when their last packet leaves), and they must be seen now,
+	// not at the next unrelated event.
+	polled func() bool
+
+	// lastTick is when Tick last ran; a deadline at or before it is moved
+	// just after it, so that a device whose deadline does not advance
+	// cannot stall virtual time.
+	lastTick netsim.Time
+
+	frames uint64 // frames received
+	emits  uint64 // frames sent
+
+	// Corruption check: a frame whose ICRC is wrong (corrupted on the way,
+	// on any hop) must not be accepted: accepted must not move across
+	// HandleFrame.
+	accepted func() uint64
+	onAccept func(frame []byte)
+	onEmit   func(frame []byte)
+	rx       packet.Frame
+}
+
+// icrcOK reports whether frame parses as RoCE v2 with a correct ICRC.
+func icrcOK(f *packet.Frame, frame []byte) bool {
+	return packet.ParseFrame(frame, f) == nil && f.ICRCOK()
+}
+
+func newHost(index int, name string, loop *netsim.Loop, dev Device) *host {
+	return &host{index: index, name: name, loop: loop, dev: dev, serviceAt: netsim.Never, tickAt: netsim.Never, lastTick: -1}
+}
+
+// Receive hands an arriving frame to the device.
+func (h *host) Receive(_ int, frame []byte) {
+	h.frames++
+	if h.accepted != nil && !icrcOK(&h.rx, frame) {
+		before := h.accepted()
+		h.dev.HandleFrame(h.loop.Now(), frame)
+		if h.accepted() != before && h.onAccept != nil {
+			h.onAccept(frame)
+		}
+	} else {
+		h.dev.HandleFrame(h.loop.Now(), frame)
+	}
+	h.kick()
+}
+
+// kick schedules a service now, unless one is already due by then. Events
+// already scheduled for this instant run first, so frames arriving together
+// are handled before the device is asked for output.
+func (h *host) kick() { h.kickAt(h.loop.Now()) }
+
+func (h *host) kickAt(t netsim.Time) {
+	if h.serviceAt <= t {
+		return
+	}
+	h.serviceAt = t
+	h.loop.At(t, func() {
+		if h.serviceAt != t {
+			return // superseded by an earlier service
+		}
+		h.service()
+	})
+}
+
+// service lets the workload run, moves one burst of the device's output to
+// the link, and arms the device's timer.
+func (h *host) service() {
+	now := h.loop.Now()
+	h.serviceAt = netsim.Never
+	if h.poll != nil {
+		h.poll(now)
+	}
+	n, more := h.dev.Output(now, outputBurst, h.emit)
+	if more {
+		// Come back when the wire has taken this burst (and never at the
+		// same instant with nothing sent, which could spin).
+		next := max(h.out.BusyUntil(), now)
+		if n == 0 {
+			next = max(next, now+1)
+		}
+		h.kickAt(next)
+	}
+	if h.polled != nil && h.polled() {
+		h.kick()
+	}
+	h.arm()
+}
+
+func (h *host) emit(frame []byte) {
+	h.emits++
+	if h.onEmit != nil {
+		h.onEmit(frame)
+	}
+	h.out.Send(frame)
+}
+
+// arm schedules a tick at the device's deadline if that is earlier than any
+// tick already scheduled. A tick that fires early (the deadline moved later)
+// is harmless: Tick with nothing due does nothing, and the host re-arms.
+func (h *host) arm() {
+	d := h.dev.Deadline()
+	if d == netsim.Never || d >= h.tickAt {
+		return
+	}
+	d = max(d, h.loop.Now(), h.lastTick+1)
+	h.tickAt = d
+	h.loop.At(d, func() {
+		if h.tickAt != d {
+			return // superseded by an earlier tick
+		}
+		h.tickAt = netsim.Never
+		h.lastTick = h.loop.Now()
+		h.dev.Tick(h.lastTick)
+		h.service()
+	})
+}

@@ -1,0 +1,18 @@
+// Package netsim is the simulator's discrete-event network: a virtual clock
+// and event loop, seeded random streams, and links and switches that delay,
+// queue, drop, duplicate, reorder and corrupt Ethernet frames.
+//
+// Everything runs on one goroutine. Events are ordered by (virtual time,
+// scheduling sequence number); randomness comes from streams derived from one
+// seed by name; nothing iterates a map in an order that matters. The same
+// inputs and seed therefore give the same sequence of events, bit for bit, on
+// any machine.
+//
+// A link direction (Pipe) models an output port and a wire: frames wait in a
+// bounded drop-tail queue, are serialized at the link's bandwidth, propagate
+// for the link's delay, and pass through the direction's fault model and
+// partition state. A Switch forwards frames by destination MAC (or, for
+// addresses it has not been told, destination IP) to the egress Pipe of the
+// port that leads to that host; its per-port output queues are those Pipes'
+// queues.
+package netsim

@@ -1,0 +1,310 @@
+package netsim
+
+import (
+	"bytes"
+
+	"github.com/softroce/softroce/fault"
+)
+
+// EthernetOverhead is the bytes a frame occupies on the wire beyond its own
+// length: preamble and start delimiter (8), FCS (4) and the inter-frame gap
+// (12). Serialization delay counts them, so a link's goodput is what a real
+// Ethernet link of that rate carries.
+const EthernetOverhead = 24
+
+// PipeConfig describes one direction of a link.
+type PipeConfig struct {
+	// Bandwidth in bits per second; 0 means infinitely fast.
+	Bandwidth int64
+	// Delay is the propagation delay.
+	Delay Time
+	// QueueBytes and QueueFrames bound the output queue (frames waiting or
+	// being serialized); 0 means unbounded. A frame that does not fit is
+	// dropped (drop-tail).
+	QueueBytes  int
+	QueueFrames int
+}
+
+// DropCause says why a pipe dropped a frame.
+type DropCause uint8
+
+// Drop causes.
+const (
+	DropNone      DropCause = iota
+	DropQueue               // the output queue was full
+	DropLoss                // the fault model lost it (independent loss)
+	DropBurst               // the fault model lost it (Gilbert-Elliott burst)
+	DropPartition           // the link was partitioned when it was sent or arrived
+)
+
+func (c DropCause) String() string {
+	switch c {
+	case DropNone:
+		return "none"
+	case DropQueue:
+		return "queue"
+	case DropLoss:
+		return "loss"
+	case DropBurst:
+		return "burst"
+	case DropPartition:
+		return "partition"
+	}
+	return "unknown"
+}
+
+// PipeCounters count what happened to the frames offered to a pipe.
+type PipeCounters struct {
+	Sent           uint64 `json:"sent"`            // frames offered
+	SentBytes      uint64 `json:"sent_bytes"`      // bytes offered
+	Delivered      uint64 `json:"delivered"`       // copies handed to the far end
+	DeliveredBytes uint64 `json:"delivered_bytes"` // bytes of those copies
+	DropQueue      uint64 `json:"drop_queue"`
+	DropLoss       uint64 `json:"drop_loss"`
+	DropBurst      uint64 `json:"drop_burst"`
+	DropPartition  uint64 `json:"drop_partition"`
+	Corrupted      uint64 `json:"corrupted"`  // copies delivered with flipped bits
+	Duplicated     uint64 `json:"duplicated"` // frames delivered twice
+	Reordered      uint64 `json:"reordered"`  // copies given the fault model's reorder delay
+	MaxQueueBytes  int    `json:"max_queue_bytes"`
+}
+
+// Dropped returns all drops, whatever the cause.
+func (c *PipeCounters) Dropped() uint64 {
+	return c.DropQueue + c.DropLoss + c.DropBurst + c.DropPartition
+}
+
+func (c *PipeCounters) add(o *PipeCounters) {
+	c.Sent += o.Sent
+	c.SentBytes += o.SentBytes
+	c.Delivered += o.Delivered
+	c.DeliveredBytes += o.DeliveredBytes
+	c.DropQueue += o.DropQueue
+	c.DropLoss += o.DropLoss
+	c.DropBurst += o.DropBurst
+	c.DropPartition += o.DropPartition
+	c.Corrupted += o.Corrupted
+	c.Duplicated += o.Duplicated
+	c.Reordered += o.Reordered
+	c.MaxQueueBytes = max(c.MaxQueueBytes, o.MaxQueueBytes)
+}
+
+// queued is a frame in a pipe's output queue: it leaves the queue when its
+// serialization ends.
+type queued struct {
+	end   Time
+	bytes int
+}
+
+// Pipe is one direction of a link: an output queue, a serializer and a wire
+// from a port of one node to a port of another.
+type Pipe struct {
+	name     string
+	index    int
+	net      *Network
+	cfg      PipeConfig
+	from, to NodeID
+	toPort   int
+
+	faults      *fault.Model
+	partitioned bool
+
+	busyUntil  Time
+	q          []queued // FIFO; q[qhead:] are in the queue
+	qhead      int
+	queueBytes int
+
+	counters PipeCounters
+}
+
+// Name returns the pipe's name, "from->to".
+func (p *Pipe) Name() string { return p.name }
+
+// Index returns the pipe's position in the network's list of pipes.
+func (p *Pipe) Index() int { return p.index }
+
+// From and To return the nodes the pipe connects.
+func (p *Pipe) From() NodeID { return p.from }
+
+// To returns the node the pipe delivers to.
+func (p *Pipe) To() NodeID { return p.to }
+
+// Config returns the pipe's configuration.
+func (p *Pipe) Config() PipeConfig { return p.cfg }
+
+// Counters returns the pipe's counters.
+func (p *Pipe) Counters() PipeCounters { return p.counters }
+
+// SetFaults installs a fault model (nil removes it). The model's decisions
+// apply to frames sent from now on.
+func (p *Pipe) SetFaults(m *fault.Model) { p.faults = m }
+
+// Faults returns the installed fault model, or nil.
+func (p *Pipe) Faults() *fault.Model { return p.faults }
+
+// SetPartitioned cuts (true) or heals (false) the pipe. While cut, frames
+// sent and frames in flight that arrive are dropped.
+func (p *Pipe) SetPartitioned(cut bool) {
+	p.partitioned = cut
+	p.net.trace(TraceEvent{Kind: TracePartition, Pipe: p, Cut: cut})
+}
+
+// Partitioned reports whether the pipe is cut.
+func (p *Pipe) Partitioned() bool { return p.partitioned }
+
+// QueueBytes returns the bytes in the output queue now.
+func (p *Pipe) QueueBytes() int {
+	p.expire(p.net.loop.now)
+	return p.queueBytes
+}
+
+// BusyUntil returns when the serializer finishes the frames queued so far.
+func (p *Pipe) BusyUntil() Time { return max(p.busyUntil, p.net.loop.now) }
+
+func (p *Pipe) expire(now Time) {
+	for p.qhead < len(p.q) && p.q[p.qhead].end <= now {
+		p.queueBytes -= p.q[p.qhead].bytes
+		p.qhead++
+	}
+	if p.qhead == len(p.q) {
+		p.q, p.qhead = p.q[:0], 0
+	} else if p.qhead > 64 && p.qhead*2 > len(p.q) {
+		n := copy(p.q, p.q[p.qhead:])
+		p.q, p.qhead = p.q[:n], 0
+	}
+}
+
+// serialization returns how long n bytes take to send.
+func (p *Pipe) serialization(n int) Time {
+	if p.cfg.Bandwidth <= 0 {
+		return 0
+	}
+	bits := int64(n+EthernetOverhead) * 8
+	return Time((bits*int64(Second) + p.cfg.Bandwidth - 1) / p.cfg.Bandwidth)
+}
+
+// Send offers a frame to the pipe at the current time. The pipe copies it;
+// the caller keeps its buffer.
+func (p *Pipe) Send(frame []byte) {
+	now := p.net.loop.now
+	c := &p.counters
+	c.Sent++
+	c.SentBytes += uint64(len(frame))
+	p.expire(now)
+	n := len(frame)
+	if (p.cfg.QueueBytes > 0 && p.queueBytes+n > p.cfg.QueueBytes) ||
+		(p.cfg.QueueFrames > 0 && len(p.q)-p.qhead >= p.cfg.QueueFrames) {
+		c.DropQueue++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue})
+		return
+	}
+	start := max(now, p.busyUntil)
+	end := start + p.serialization(n)
+	p.busyUntil = end
+	p.q = append(p.q, queued{end: end, bytes: n})
+	p.queueBytes += n
+	c.MaxQueueBytes = max(c.MaxQueueBytes, p.queueBytes)
+	if p.partitioned {
+		c.DropPartition++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition})
+		return
+	}
+	arrive := end + p.cfg.Delay
+	if p.faults == nil {
+		buf := p.net.getBuf(len(frame))
+		copy(buf, frame)
+		p.deliverAt(arrive, buf, false, false, false)
+		return
+	}
+	lo, hi := corruptRange(frame)
+	d := p.faults.Decide(hi - lo)
+	if d.Drop {
+		cause := DropLoss
+		if d.Burst {
+			cause = DropBurst
+			c.DropBurst++
+		} else {
+			c.DropLoss++
+		}
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause})
+		return
+	}
+	if len(d.Copies) > 1 {
+		c.Duplicated++
+	}
+	for i := range d.Copies {
+		cp := &d.Copies[i]
+		if cp.Reordered {
+			c.Reordered++
+		}
+		buf := p.net.getBuf(len(frame))
+		copy(buf, frame)
+		corrupt := false
+		if len(cp.FlipBits) > 0 {
+			flip(buf[lo:hi], cp.FlipBits)
+			// Two flips can meet on one bit (see flip) and cancel out.
+			corrupt = !bytes.Equal(buf[lo:hi], frame[lo:hi])
+		}
+		p.deliverAt(arrive+Time(cp.Delay), buf, i > 0, cp.Reordered, corrupt)
+	}
+}
+
+// deliverAt schedules the delivery of buf (owned by the pipe) at time at.
+func (p *Pipe) deliverAt(at Time, buf []byte, dup, reordered, corrupt bool) {
+	p.net.loop.At(at, func() { p.deliver(buf, dup, reordered, corrupt) })
+}
+
+func (p *Pipe) deliver(buf []byte, dup, reordered, corrupt bool) {
+	c := &p.counters
+	if p.partitioned {
+		c.DropPartition++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: buf, Cause: DropPartition})
+		p.net.putBuf(buf)
+		return
+	}
+	c.Delivered++
+	c.DeliveredBytes += uint64(len(buf))
+	if corrupt {
+		c.Corrupted++
+	}
+	p.net.trace(TraceEvent{Kind: TraceDeliver, Pipe: p, Frame: buf, Dup: dup, Reordered: reordered, Corrupt: corrupt})
+	p.net.nodes[p.to].Receive(p.toPort, buf)
+	p.net.putBuf(buf)
+}
+
+// flip inverts bits of b (positions as fault.Copy.FlipBits counts them).
+// The BTH's byte 4 (FECN, BECN, reserved) is masked out of the ICRC, so a
+// flip there would go unnoticed; such a flip moves to the next byte (the
+// destination QP), which the ICRC covers, so that every corruption the
+// simulator injects is one a correct receiver must catch.
+func flip(b []byte, bits []int) {
+	for _, pos := range bits {
+		if pos/8 == 4 && len(b) > 5 {
+			pos += 8
+		}
+		fault.FlipBits(b, []int{pos})
+	}
+}
+
+// corruptRange returns the byte range of a frame that corruption may touch:
+// the UDP payload of a RoCE v2 frame (BTH to ICRC), or everything after the
+// Ethernet header for other frames.
+func corruptRange(f []byte) (int, int) {
+	const eth = 14
+	if len(f) < eth {
+		return 0, 0
+	}
+	et := uint16(f[12])<<8 | uint16(f[13])
+	switch {
+	case et == 0x0800 && len(f) >= eth+20+8 && f[eth]>>4 == 4:
+		ihl := int(f[eth]&0x0F) * 4
+		if f[eth+9] == 17 && len(f) >= eth+ihl+8 {
+			return eth + ihl + 8, len(f)
+		}
+	case et == 0x86DD && len(f) >= eth+40+8:
+		if f[eth+6] == 17 {
+			return eth + 40 + 8, len(f)
+		}
+	}
+	return eth, len(f)
+}

@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe"
+	"github.com/softroce/softroce/rxe/link"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// rxeDevice drives a real softroce device (rxe.Device with no link) from the
+// event loop.
+type rxeDevice struct {
+	d      *rxe.Device
+	frames []link.Frame
+}
+
+func newRxeDevice(h hostInfo, seed uint64) (*rxeDevice, error) {
+	cfg := rxe.Config{Name: "rxe-" + h.Name, MAC: h.MAC, MTU: h.MTU, Seed: seed | 1}
+	if h.IP.Is4() {
+		cfg.IPv4 = h.IP
+	} else {
+		cfg.IPv6 = h.IP
+	}
+	d, err := rxe.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &rxeDevice{d: d, frames: make([]link.Frame, outputBurst)}, nil
+}
+
+func (r *rxeDevice) HandleFrame(now netsim.Time, frame []byte) {
+	r.d.HandleFrame(qp.Time(now), link.Frame{Data: frame})
+}
+
+func (r *rxeDevice) Output(now netsim.Time, maxN int, emit func([]byte)) (int, bool) {
+	n, more := r.d.Output(qp.Time(now), r.frames[:min(maxN, len(r.frames))])
+	for i := 0; i < n; i++ {
+		emit(r.frames[i].Data)
+	}
+	return n, more
+}
+
+func (r *rxeDevice) Tick(now netsim.Time) { r.d.Tick(qp.Time(now)) }
+
+func (r *rxeDevice) Deadline() netsim.Time { return netsim.Time(r.d.Deadline()) }

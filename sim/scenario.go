@@ -1,0 +1,369 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/qp"
+)
+
+// Scenario is a simulation: a topology, faults over time and workloads. It
+// is read from JSON (see the package documentation for the format).
+type Scenario struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Duration bounds the simulated time: work still outstanding then fails
+	// the liveness invariant. Default 1s.
+	Duration Duration `json:"duration,omitempty"`
+	// Drain is how long after the last fault heals all work must complete
+	// (the liveness bound). Default: the rest of Duration.
+	Drain Duration `json:"drain,omitempty"`
+	// AllowErrors accepts failed completions (a partition longer than the
+	// retry budget ends in RETRY_EXC_ERR, as the spec requires); without it
+	// every operation must succeed.
+	AllowErrors bool `json:"allow_errors,omitempty"`
+	// MTU is the default IP MTU of hosts (default 1500 → path MTU 1024).
+	MTU int `json:"mtu,omitempty"`
+	// Hosts lists hosts by name; HostCount adds h0..h{n-1} after them.
+	Hosts     []HostSpec   `json:"hosts,omitempty"`
+	HostCount int          `json:"host_count,omitempty"`
+	Switches  []SwitchSpec `json:"switches,omitempty"`
+	// Links joins hosts and switches. Star, when set, adds one switch and a
+	// link from every host to it.
+	Links      []LinkSpec      `json:"links,omitempty"`
+	Star       *StarSpec       `json:"star,omitempty"`
+	Faults     []FaultSpec     `json:"faults,omitempty"`
+	Partitions []PartitionSpec `json:"partitions,omitempty"`
+	Workloads  []WorkloadSpec  `json:"workloads"`
+	Expect     ExpectSpec      `json:"expect,omitempty"`
+}
+
+// ExpectSpec states what a run must show beyond the invariants.
+type ExpectSpec struct {
+	// Statuses lists the completion statuses allowed (names as
+	// qp.WCStatus prints them); empty means SUCCESS only, or any status with
+	// AllowErrors.
+	Statuses []string `json:"statuses,omitempty"`
+	// Sometimes lists events the run must exercise at least once, to show
+	// that its faults reached the code they are meant to test:
+	// retransmit, rnr, nak_seq, duplicate_request, corrupt, drop_queue,
+	// partition, retry_exceeded, uc_loss, ud_loss.
+	Sometimes []string `json:"sometimes,omitempty"`
+}
+
+// HostSpec is one host. IP defaults to 10.0.i/16 addressing; MAC to
+// 02:00:00:00:hi:lo of the host index.
+type HostSpec struct {
+	Name string `json:"name"`
+	IP   string `json:"ip,omitempty"`
+	MAC  string `json:"mac,omitempty"`
+	MTU  int    `json:"mtu,omitempty"`
+}
+
+// SwitchSpec is one switch.
+type SwitchSpec struct {
+	Name    string   `json:"name"`
+	Latency Duration `json:"latency,omitempty"` // forwarding latency
+}
+
+// PipeSpec is the shape of one link direction.
+type PipeSpec struct {
+	Bandwidth   Bandwidth `json:"bandwidth,omitempty"`    // default 10Gbps
+	Delay       Duration  `json:"delay,omitempty"`        // propagation delay, default 1us
+	Queue       ByteSize  `json:"queue,omitempty"`        // output queue bound in bytes; 0: unbounded
+	QueueFrames int       `json:"queue_frames,omitempty"` // output queue bound in frames; 0: unbounded
+}
+
+// LinkSpec joins nodes A and B. PipeSpec applies to both directions unless
+// BA overrides the B->A direction; Fault (a fault.Spec string) applies to
+// both directions for the whole run unless FaultBA overrides B->A.
+type LinkSpec struct {
+	A, B string
+	PipeSpec
+	BA      *PipeSpec `json:"ba,omitempty"`
+	Fault   string    `json:"fault,omitempty"`
+	FaultBA *string   `json:"fault_ba,omitempty"`
+}
+
+// StarSpec puts every host on one switch.
+type StarSpec struct {
+	Switch string `json:"switch,omitempty"` // default "sw0"
+	SwitchSpec
+	PipeSpec
+	// Downlink, when set, shapes the switch->host direction (the switch's
+	// output queues) differently from host->switch.
+	Downlink *PipeSpec `json:"downlink,omitempty"`
+	Fault    string    `json:"fault,omitempty"`
+}
+
+// FaultSpec applies a fault model to a link between From and Until
+// (Until 0: to the end). Link is "A-B" (both directions), "A->B" or "*"
+// (every link direction).
+type FaultSpec struct {
+	Link  string   `json:"link"`
+	Spec  string   `json:"spec"`
+	From  Duration `json:"from,omitempty"`
+	Until Duration `json:"until,omitempty"`
+}
+
+// PartitionSpec cuts a link (as FaultSpec names them) at Start and heals it
+// at Heal (0: never).
+type PartitionSpec struct {
+	Link  string   `json:"link"`
+	Start Duration `json:"start"`
+	Heal  Duration `json:"heal,omitempty"`
+}
+
+// WorkloadSpec is traffic between hosts: for every (from, to) pair of the
+// cross product of From and To (a host never talks to itself), QPs queue
+// pairs, each running Count operations.
+type WorkloadSpec struct {
+	Name string `json:"name,omitempty"`
+	// From and To are host names; "*" is every host.
+	From []string `json:"from"`
+	To   []string `json:"to"`
+	// QPs is the number of QP pairs per host pair (default 1).
+	QPs       int    `json:"qps,omitempty"`
+	Transport string `json:"transport,omitempty"` // RC (default), UC or UD
+	// Ops weighs operations: SEND, SEND_IMM, WRITE, WRITE_IMM, READ, CAS,
+	// FADD. Default {"SEND": 1}.
+	Ops  map[string]int `json:"ops,omitempty"`
+	Size SizeSpec       `json:"size"`
+	// Count is the operations each QP posts (default 100).
+	Count int `json:"count,omitempty"`
+	// Window bounds operations outstanding per QP (default 1). Rate, when
+	// set, posts operations at this many per second per QP (still within
+	// Window).
+	Window int      `json:"window,omitempty"`
+	Rate   float64  `json:"rate,omitempty"`
+	Start  Duration `json:"start,omitempty"`
+	// RecvDepth is how many receives the responder keeps posted per QP
+	// (default Window+1). RecvDelay, when set, makes the responder post
+	// each replacement receive this long after a receive completes: an RNR
+	// storm when it is slow.
+	RecvDepth int      `json:"recv_depth,omitempty"`
+	RecvDelay Duration `json:"recv_delay,omitempty"`
+	// MTU is the QPs' path MTU (default: the largest that fits the hosts).
+	MTU int `json:"mtu,omitempty"`
+	// Timeout, RetryCnt and RNRRetry set the requester's attributes
+	// (defaults 14, 7, 7; rnr_retry 7 retries forever). MinRNRTimer is the responder's RNR timer code
+	// (default 1: 0.01 ms).
+	Timeout     *int `json:"timeout,omitempty"`
+	RetryCnt    *int `json:"retry_cnt,omitempty"`
+	RNRRetry    *int `json:"rnr_retry,omitempty"`
+	MinRNRTimer *int `json:"min_rnr_timer,omitempty"`
+	// MaxRdAtomic bounds the READ and atomic requests a requester keeps
+	// outstanding, and the responder's resources for them (default 16).
+	MaxRdAtomic *int `json:"max_rd_atomic,omitempty"`
+}
+
+// SizeSpec draws message sizes: Fixed, a uniform range [Min, Max], or a
+// uniform choice from List. The zero value is 1024 bytes. Atomics are always
+// 8 bytes.
+type SizeSpec struct {
+	Fixed int   `json:"fixed,omitempty"`
+	Min   int   `json:"min,omitempty"`
+	Max   int   `json:"max,omitempty"`
+	List  []int `json:"list,omitempty"`
+}
+
+// Load reads a scenario from a JSON file.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse reads a scenario from JSON, rejecting unknown fields, and checks it.
+func Parse(b []byte) (*Scenario, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Scenario
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("parse scenario: %w", err)
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Workload limits: a window or receive depth, and a message, beyond which a
+// scenario is surely a typo (and would allocate absurd memory).
+const (
+	maxWindow  = 4096
+	maxMessage = 1 << 24
+	maxCount   = 10_000_000
+	maxQPs     = 1 << 16
+	maxHosts   = 1 << 14 // default addresses number hosts in 16 bits
+)
+
+// coveragePoints are the names Expect.Sometimes accepts.
+var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
+	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss"}
+
+// wcStatusNames lists the completion status names.
+func wcStatusNames() []string {
+	var out []string
+	for st := qp.WCSuccess; st <= qp.WCGeneralErr; st++ {
+		out = append(out, st.String())
+	}
+	return out
+}
+
+// opNames are the operations a workload may weigh.
+var opNames = []string{"SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "CAS", "FADD"}
+
+// check validates the scenario (without building it).
+func (s *Scenario) check() error {
+	for i, w := range s.Workloads {
+		name := w.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i)
+		}
+		tr := strings.ToUpper(w.Transport)
+		switch tr {
+		case "", "RC", "UC", "UD":
+		default:
+			return fmt.Errorf("workload %s: unknown transport %q", name, w.Transport)
+		}
+		if w.QPs < 0 || w.Count < 0 || w.Window < 0 || w.RecvDepth < 0 {
+			return fmt.Errorf("workload %s: qps, count, window and recv_depth cannot be negative", name)
+		}
+		for _, a := range []struct {
+			name   string
+			v      *int
+			lo, hi int
+		}{{"timeout", w.Timeout, 0, 31}, {"retry_cnt", w.RetryCnt, 0, 7}, {"rnr_retry", w.RNRRetry, 0, 7},
+			{"min_rnr_timer", w.MinRNRTimer, 0, 31}, {"max_rd_atomic", w.MaxRdAtomic, 1, 16}} {
+			if a.v != nil && (*a.v < a.lo || *a.v > a.hi) {
+				return fmt.Errorf("workload %s: %s %d outside %d..%d", name, a.name, *a.v, a.lo, a.hi)
+			}
+		}
+		if w.MTU != 0 && !qp.MTU(w.MTU).Valid() {
+			return fmt.Errorf("workload %s: mtu %d is not 256, 512, 1024, 2048 or 4096", name, w.MTU)
+		}
+		if w.Count > maxCount || w.QPs > maxQPs {
+			return fmt.Errorf("workload %s: count is at most %d and qps at most %d", name, maxCount, maxQPs)
+		}
+		if w.Window > maxWindow || w.RecvDepth > maxWindow {
+			return fmt.Errorf("workload %s: window and recv_depth are at most %d", name, maxWindow)
+		}
+		for _, v := range w.Size.List {
+			if v < 0 || v > maxMessage {
+				return fmt.Errorf("workload %s: size %d outside 0..%d", name, v, maxMessage)
+			}
+		}
+		if w.Size.Fixed > maxMessage || w.Size.Max > maxMessage {
+			return fmt.Errorf("workload %s: sizes are at most %d", name, maxMessage)
+		}
+		ops := make([]string, 0, len(w.Ops))
+		for op := range w.Ops {
+			ops = append(ops, op)
+		}
+		sort.Strings(ops) // report the same error whatever the map order
+		for _, op := range ops {
+			wt := w.Ops[op]
+			if !contains(opNames, op) {
+				return fmt.Errorf("workload %s: unknown operation %q (want one of %s)", name, op, strings.Join(opNames, ", "))
+			}
+			if wt < 0 {
+				return fmt.Errorf("workload %s: negative weight for %s", name, op)
+			}
+			if wt > 0 && !opAllowed(tr, op) {
+				return fmt.Errorf("workload %s: %s is not possible on %s", name, op, trOrRC(tr))
+			}
+		}
+		if len(w.From) == 0 || len(w.To) == 0 {
+			return fmt.Errorf("workload %s: from and to are required", name)
+		}
+		sz := w.Size
+		if sz.Min > sz.Max || sz.Fixed < 0 || sz.Min < 0 {
+			return fmt.Errorf("workload %s: bad size %+v", name, sz)
+		}
+		if w.Rate < 0 {
+			return fmt.Errorf("workload %s: negative rate", name)
+		}
+	}
+	if s.HostCount < 0 || s.HostCount+len(s.Hosts) > maxHosts {
+		return fmt.Errorf("at most %d hosts", maxHosts)
+	}
+	for _, name := range s.Expect.Sometimes {
+		if !contains(coveragePoints, name) {
+			return fmt.Errorf("expect: unknown coverage point %q (want one of %s)", name, strings.Join(coveragePoints, ", "))
+		}
+	}
+	for _, st := range s.Expect.Statuses {
+		if !contains(wcStatusNames(), st) {
+			return fmt.Errorf("expect: unknown completion status %q", st)
+		}
+	}
+	for _, f := range s.Faults {
+		if _, err := fault.Parse(f.Spec); err != nil {
+			return fmt.Errorf("fault on %s: %w", f.Link, err)
+		}
+		if f.Until != 0 && f.Until < f.From {
+			return fmt.Errorf("fault on %s: until before from", f.Link)
+		}
+	}
+	for _, p := range s.Partitions {
+		if p.Heal != 0 && p.Heal < p.Start {
+			return fmt.Errorf("partition of %s: heal before start", p.Link)
+		}
+	}
+	if s.MTU < 0 {
+		return fmt.Errorf("negative mtu")
+	}
+	for _, h := range s.Hosts {
+		if h.MTU < 0 {
+			return fmt.Errorf("host %s: negative mtu", h.Name)
+		}
+		if h.IP != "" {
+			if _, err := netip.ParseAddr(h.IP); err != nil {
+				return fmt.Errorf("host %s: %w", h.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func trOrRC(tr string) string {
+	if tr == "" {
+		return "RC"
+	}
+	return tr
+}
+
+// opAllowed reports whether a transport carries an operation.
+func opAllowed(tr, op string) bool {
+	switch trOrRC(tr) {
+	case "RC":
+		return true
+	case "UC":
+		return op == "SEND" || op == "SEND_IMM" || op == "WRITE" || op == "WRITE_IMM"
+	case "UD":
+		return op == "SEND" || op == "SEND_IMM"
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

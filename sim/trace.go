@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/pcapio"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// recorder keeps the run's event log and capture. The event log is a line
+// per network event and per workload event (posts, completions); its SHA-256
+// fingerprints the run, so two runs with the same seed must agree on it. The
+// capture holds every frame as it arrived (or was dropped) on each link
+// direction, stamped with virtual time, with a comment naming the link and
+// what the fault model did to it.
+type recorder struct {
+	loop  *netsim.Loop
+	hash  hash.Hash
+	log   io.Writer // optional copy of the event log
+	pcap  *pcapio.Writer
+	line  []byte
+	cmt   []byte
+	fr    packet.Frame
+	lines uint64
+	err   error
+}
+
+func newRecorder(loop *netsim.Loop, log io.Writer, pcap *pcapio.Writer) *recorder {
+	return &recorder{loop: loop, hash: sha256.New(), log: log, pcap: pcap}
+}
+
+// begin starts a log line with the current time and kind.
+func (r *recorder) begin(kind string) []byte {
+	b := strconv.AppendInt(r.line[:0], int64(r.loop.Now()), 10)
+	b = append(b, ' ')
+	return append(b, kind...)
+}
+
+// end finishes and records a log line.
+func (r *recorder) end(b []byte) {
+	b = append(b, '\n')
+	r.line = b
+	r.lines++
+	r.hash.Write(b)
+	if r.log != nil && r.err == nil {
+		_, r.err = r.log.Write(b)
+	}
+}
+
+// network records a network trace event.
+func (r *recorder) network(ev *netsim.TraceEvent) {
+	var b []byte
+	switch ev.Kind {
+	case netsim.TraceDrop:
+		b = r.begin("drop ")
+	case netsim.TraceDeliver:
+		b = r.begin("recv ")
+	case netsim.TracePartition:
+		b = r.begin("cut ")
+		if !ev.Cut {
+			b = r.begin("heal ")
+		}
+		b = append(b, ev.Pipe.Name()...)
+		r.end(b)
+		return
+	}
+	b = append(b, ev.Pipe.Name()...)
+	b = append(b, " len="...)
+	b = strconv.AppendInt(b, int64(len(ev.Frame)), 10)
+	b = append(b, " crc="...)
+	b = strconv.AppendUint(b, uint64(crc32.ChecksumIEEE(ev.Frame)), 16)
+	if packet.ParseFrame(ev.Frame, &r.fr) == nil && len(r.fr.Transport) >= packet.BTHLen {
+		bth := packet.BTH(r.fr.Transport)
+		b = append(b, ' ')
+		b = append(b, bth.Opcode().String()...)
+		b = append(b, " qpn="...)
+		b = strconv.AppendUint(b, uint64(bth.DestQP()), 10)
+		b = append(b, " psn="...)
+		b = strconv.AppendUint(b, uint64(bth.PSN()), 10)
+	}
+	mark := len(b)
+	if ev.Kind == netsim.TraceDrop {
+		b = append(b, " drop="...)
+		b = append(b, ev.Cause.String()...)
+	}
+	if ev.Dup {
+		b = append(b, " dup"...)
+	}
+	if ev.Reordered {
+		b = append(b, " reordered"...)
+	}
+	if ev.Corrupt {
+		b = append(b, " corrupt"...)
+	}
+	if r.pcap != nil && r.err == nil {
+		c := append(r.cmt[:0], ev.Pipe.Name()...)
+		c = append(c, b[mark:]...)
+		r.cmt = c
+		r.err = r.pcap.WritePacket(time.Unix(0, int64(r.loop.Now())), ev.Frame, string(c))
+	}
+	r.end(b)
+}
+
+// event records a workload event: kind and preformatted fields.
+func (r *recorder) event(kind string, fields ...string) {
+	b := r.begin(kind)
+	for _, f := range fields {
+		b = append(b, ' ')
+		b = append(b, f...)
+	}
+	r.end(b)
+}
+
+// sum returns the hex SHA-256 of the event log so far.
+func (r *recorder) sum() string { return hex.EncodeToString(r.hash.Sum(nil)) }
