@@ -67,7 +67,7 @@ type QP struct {
 	sq   sendQueue // req.go
 	req  requester // req.go
 	comp completer // comp.go
-	rq   recvQueue // rq.go
+	rq   recvQueue // recvqueue.go
 	resp responder // resp.go
 }
 
@@ -188,7 +188,10 @@ func (q *QP) Transmit(now Time, out *Outgoing) bool {
 	return false
 }
 
-// Pending reports whether Transmit would return a packet now.
+// Pending reports whether Transmit may return a packet now. It can be true
+// once when the next work request is about to fail locally (a bad lkey, a
+// failed LOCAL_INV): Transmit then completes it in error and returns false,
+// and Pending turns false.
 func (q *QP) Pending(now Time) bool { return q.respPending() || q.reqPending(now) }
 
 // Tick runs the QP's timers (retransmit, RNR wait) at time now.

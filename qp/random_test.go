@@ -27,7 +27,9 @@ import (
 )
 
 // regressionSeeds are seeds beyond the first randomWorkloads that once
-// found engine bugs (in runs of 80,000 seeds); they always run.
+// found engine bugs (in runs of 80,000 seeds); they always run. They replay
+// the same workload only while genWorkload and the fault model draw the
+// same random numbers: change either and pick new ones.
 var regressionSeeds = []uint64{2556, 14747, 23239, 49534}
 
 const (
