@@ -214,7 +214,7 @@ func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, err
 		cl.add(b.Close)
 		l = a
 	case "udp":
-		u, err := link.ListenUDP(link.UDPOptions{Addr: ap, PeerPort: lf.PeerPort, MTU: mtu})
+		u, err := link.ListenUDP(link.UDPOptions{Addr: ap, PeerPort: lf.PeerPort, MTU: mtu, SocketBuffer: udpSocketBuffer})
 		if err != nil {
 			return fail(err)
 		}
@@ -299,3 +299,8 @@ func openDevicePair(lf linkFlags, nameA, nameB string) (a, b *verbsapi.Context, 
 	}
 	return a, b, cl.run, nil
 }
+
+// udpSocketBuffer is the SO_RCVBUF/SO_SNDBUF the udp link asks for. With the
+// kernel's default the receive buffer overflows under a window of 64 KiB
+// WRITEs (RcvbufErrors climbs) and RC stalls on retransmit timeouts.
+const udpSocketBuffer = 4 << 20

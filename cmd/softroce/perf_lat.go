@@ -1,0 +1,180 @@
+package main
+
+// perf_lat.go: the latency tests (run_iter_lat_write, run_iter_lat_send,
+// run_iter_lat for READ and atomics, and their main sequences).
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+func (p *perf) runLat() error {
+	o := p.o
+	readLike := o.verb == verbRead || o.verb == verbAtomic
+	fmt.Fprint(p.out, perfResultLine+perfLatHeader)
+	if readLike && !p.client {
+		// ib_read_lat and ib_atomic_lat: the server only waits for the
+		// client to close.
+		if err := p.closeConn(); err != nil {
+			return err
+		}
+		fmt.Fprint(p.out, perfResultLine)
+		return nil
+	}
+	rtt := 2.0
+	if readLike {
+		rtt = 1
+	}
+	for _, size := range p.sizes() {
+		var posted []int64
+		var err error
+		switch o.verb {
+		case verbWrite:
+			posted, err = p.latWrite(size)
+		case verbSend:
+			posted, err = p.latSend(size)
+		default:
+			posted, err = p.latRead(size)
+		}
+		if err != nil {
+			return err
+		}
+		p.printLatReport(size, o.iters, latReport(posted, rtt))
+	}
+	fmt.Fprint(p.out, perfResultLine)
+	return p.closeConn()
+}
+
+// waitSent polls the send CQ for the one signaled completion of the last
+// post.
+func (p *perf) waitSent() error {
+	var wc [1]verbsapi.WC
+	_, err := p.poll(p.scq, wc[:])
+	return err
+}
+
+// latWrite is run_iter_lat_write: each side writes its counter into the
+// last byte of the peer's buffer and spins on the last byte of its own
+// until the peer's write lands; the server writes first.
+func (p *perf) latWrite(size uint64) ([]int64, error) {
+	o := p.o
+	posted := make([]int64, o.iters)
+	wr := p.sendWR(0, size)
+	wr.Flags = verbsapi.SendSignaled
+	buf := p.mr.Bytes()
+	postBuf := int(size) - 1
+	pollBuf := o.qps*p.buffSz + int(size) - 1
+	base := time.Now()
+	for scnt, rcnt := 0, 0; scnt < o.iters || rcnt < o.iters; {
+		if rcnt < o.iters && !(scnt < 1 && !p.client) {
+			rcnt++
+			if err := p.spinOn(buf, pollBuf, byte(rcnt)); err != nil {
+				return nil, err
+			}
+		}
+		if scnt < o.iters {
+			posted[scnt] = int64(time.Since(base))
+			scnt++
+			buf[postBuf] = byte(scnt)
+			if err := p.qps[0].PostSend(&wr); err != nil {
+				return nil, fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+			}
+			if err := p.waitSent(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return posted, nil
+}
+
+// spinOn waits until buf[i] == v, the peer's RDMA WRITE having landed, as
+// perftest spins on a volatile byte. This read races with the device's
+// write by design (the race detector says so in a -race build): a byte-sized
+// read observes some write under Go's memory model, and the device lock
+// taken each round (any device call takes it) keeps the compiler from
+// hoisting the load out of the loop and publishes a write that finished
+// before it.
+func (p *perf) spinOn(buf []byte, i int, v byte) error {
+	d := p.ctx.Device()
+	deadline := time.Now().Add(30 * time.Second)
+	for spin := 0; ; spin++ {
+		d.HasOutput()
+		if buf[i] == v {
+			return nil
+		}
+		if spin%1024 == 1023 && time.Now().After(deadline) {
+			return fmt.Errorf("no write from the peer in 30 s (waiting for %d at byte %d)", v, i)
+		}
+		// Spin briefly, then back off: a process that never sleeps
+		// starves its own device's goroutines, and the peer's, of the
+		// CPUs that would deliver the write.
+		if spin < 200 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Duration(min(1<<min(spin-200, 6), 50)) * time.Microsecond)
+		}
+	}
+}
+
+// latSend is run_iter_lat_send: SEND against RECV, the client first.
+func (p *perf) latSend(size uint64) ([]int64, error) {
+	o := p.o
+	posted := make([]int64, o.iters)
+	depth := min(o.rxDepth, o.iters)
+	if err := p.postRecvs(int(size), depth); err != nil {
+		return nil, err
+	}
+	recvPosted := depth
+	wr := p.sendWR(0, size)
+	wr.Flags = verbsapi.SendSignaled
+	var wc [1]verbsapi.WC
+	base := time.Now()
+	for scnt, rcnt := 0, 0; scnt < o.iters || rcnt < o.iters; {
+		if rcnt < o.iters && !(scnt < 1 && p.client) {
+			if _, err := p.poll(p.rcq, wc[:]); err != nil {
+				return nil, err
+			}
+			rcnt++
+			if recvPosted < o.iters {
+				if err := p.qps[0].PostRecv(&verbsapi.RecvWR{SGL: []verbsapi.SGE{p.remoteHalf(0, int(size))}}); err != nil {
+					return nil, fmt.Errorf("couldn't post receive: %w", err)
+				}
+				recvPosted++
+			}
+		}
+		if scnt < o.iters {
+			posted[scnt] = int64(time.Since(base))
+			scnt++
+			if err := p.qps[0].PostSend(&wr); err != nil {
+				return nil, fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+			}
+			if err := p.waitSent(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return posted, nil
+}
+
+// latRead is run_iter_lat for READ and atomics: post one, wait for its
+// completion, again.
+func (p *perf) latRead(size uint64) ([]int64, error) {
+	o := p.o
+	posted := make([]int64, o.iters)
+	wr := p.sendWR(0, size)
+	wr.Flags = verbsapi.SendSignaled
+	base := time.Now()
+	for scnt := 0; scnt < o.iters; scnt++ {
+		posted[scnt] = int64(time.Since(base))
+		if err := p.qps[0].PostSend(&wr); err != nil {
+			return nil, fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+		}
+		if err := p.waitSent(); err != nil {
+			return nil, err
+		}
+	}
+	return posted, nil
+}
