@@ -113,11 +113,12 @@ scenario cannot run.`,
 
 func newSimFuzzCmd() *cobra.Command {
 	var (
-		seeds   int
-		from    uint64
-		workers int
-		verbose bool
-		asJSON  bool
+		seeds    int
+		from     uint64
+		workers  int
+		verbose  bool
+		asJSON   bool
+		progress string
 	)
 	cmd := &cobra.Command{
 		Use:   "fuzz",
@@ -132,7 +133,9 @@ Exit status: 0 when every seed passes, 1 when one fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			bar := newProgress(cmd.ErrOrStderr(), seeds, progress)
 			each := func(seed uint64, res *sim.Result, err error) {
+				bar.step(err != nil || (res != nil && !res.OK()))
 				if !verbose {
 					return
 				}
@@ -144,6 +147,7 @@ Exit status: 0 when every seed passes, 1 when one fails.`,
 				}
 			}
 			rep := sim.FuzzWith(seeds, from, workers, each)
+			bar.done()
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -167,6 +171,7 @@ Exit status: 0 when every seed passes, 1 when one fails.`,
 	cmd.Flags().IntVar(&workers, "workers", runtime.NumCPU(), "parallel runs")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every run's summary")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), on or off")
 	return cmd
 }
 
