@@ -18,10 +18,11 @@
 //     for concurrent use: one mutex serializes the verbs calls (PostSend,
 //     Poll, Modify, ...) with the data path.
 //   - The runtime (Start, Close) drives the core with the monotonic clock: a
-//     receive goroutine reads batches of frames from the link, a transmit
-//     goroutine flushes Output to the link whenever work was posted or
-//     packets arrived, and a timer goroutine sleeps until Deadline and calls
-//     Tick. The simulator instead drives the core itself with virtual time
+//     receive goroutine reads batches of frames from the link, handles them
+//     and sends one batch of what they caused (ACKs, or requests the ACKs
+//     let into the window); a transmit goroutine flushes the rest of Output
+//     whenever work was posted or more is pending; a timer goroutine sleeps
+//     until Deadline and calls Tick. The simulator instead drives the core itself with virtual time
 //     and carries the frames between devices.
 //
 // Wire choices follow rxe so that captures are byte-comparable: UDP source

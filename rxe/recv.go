@@ -30,12 +30,18 @@ func (d *Device) HandleFrame(now qp.Time, f link.Frame) {
 
 // HandleFrames processes a batch of received frames under one lock.
 func (d *Device) HandleFrames(now qp.Time, frames []link.Frame) {
+	d.handleFrames(now, frames)
+	d.notify()
+}
+
+// handleFrames is HandleFrames without the notification, for the runtime's
+// receive goroutine, which sends what the frames caused itself.
+func (d *Device) handleFrames(now qp.Time, frames []link.Frame) {
 	d.mu.Lock()
 	for i := range frames {
 		d.handleLocked(now, frames[i].Data, frames[i].IPIDUnknown)
 	}
 	d.mu.Unlock()
-	d.notify()
 }
 
 // handleLocked is the receive path. Called with mu held; does not allocate.

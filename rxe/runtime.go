@@ -28,12 +28,19 @@ type runtime struct {
 	wg    sync.WaitGroup
 	armed qp.Time // deadline the timer goroutine sleeps until (under armMu)
 	armMu sync.Mutex
+
+	// txMu is held by the goroutine that moves output to the link: the
+	// transmit goroutine, or the receive goroutine sending what a batch of
+	// frames caused (see rxLoop). txFrames are its frames.
+	txMu     sync.Mutex
+	txFrames []link.Frame
 }
 
 // Start runs the device on its link with the real clock: a receive
-// goroutine reads frames in batches and hands them to the core, a transmit
-// goroutine sends what the core's QPs produce whenever work is posted or
-// packets arrive, and a timer goroutine runs the QPs' timers at their
+// goroutine reads frames in batches, hands them to the core and sends a
+// batch of what they caused (ACKs, responses, requests the ACKs let into the
+// window), a transmit goroutine sends the rest and whatever posted work or
+// timers produce, and a timer goroutine runs the QPs' timers at their
 // deadlines. Time is nanoseconds on the monotonic clock since Start.
 func (d *Device) Start() error {
 	if d.link == nil {
@@ -46,6 +53,10 @@ func (d *Device) Start() error {
 		tmC:   make(chan struct{}, 1),
 		done:  make(chan struct{}),
 		armed: qp.Never,
+	}
+	r.txFrames = make([]link.Frame, txBatch)
+	for i := range r.txFrames {
+		r.txFrames[i].Data = make([]byte, 0, maxFrameLen)
 	}
 	if !d.rt.CompareAndSwap(nil, r) {
 		return fmt.Errorf("start %s: %w", d.name, ErrAlreadyStart)
@@ -137,39 +148,60 @@ func (r *runtime) rxLoop() {
 			}
 			continue
 		}
-		d.HandleFrames(r.now(), frames[:n]) // kicks via notify
+		d.handleFrames(r.now(), frames[:n])
+		r.sendCaused()
 	}
+}
+
+// sendCaused sends what a batch of received frames caused: typically ACKs
+// on the responder, or, on the requester, the next packets that ACKs let
+// into the window. One batch goes out from the receive goroutine itself,
+// which saves waking the transmit goroutine on every round trip (four
+// goroutine wake-ups per round trip become two); anything beyond one batch
+// is left to the transmit goroutine, so that the receive goroutine goes
+// back to reading, and the ACKs that keep the window open are not held up
+// behind a long send.
+func (r *runtime) sendCaused() {
+	if !r.txMu.TryLock() {
+		r.kick() // the transmit goroutine is sending; it will look again
+		return
+	}
+	more := r.sendBatch()
+	r.txMu.Unlock()
+	if more {
+		r.kick()
+	} else {
+		r.kickTimerIfEarlier()
+	}
+}
+
+// sendBatch sends one batch of output and reports whether more remains.
+// Called with txMu held.
+func (r *runtime) sendBatch() bool {
+	d := r.d
+	n, more := d.Output(r.now(), r.txFrames)
+	if n > 0 {
+		if _, err := d.link.Send(r.txFrames[:n]); err != nil && !r.closing() {
+			d.mu.Lock()
+			d.cnt.TxLinkErrors++
+			d.mu.Unlock()
+		}
+	}
+	return more
 }
 
 func (r *runtime) txLoop() {
 	defer r.wg.Done()
-	d := r.d
-	frames := make([]link.Frame, txBatch)
-	for i := range frames {
-		frames[i].Data = make([]byte, 0, maxFrameLen)
-	}
 	for {
 		select {
 		case <-r.done:
 			return
 		case <-r.txC:
 		}
-		for {
-			n, more := d.Output(r.now(), frames)
-			if n > 0 {
-				if _, err := d.link.Send(frames[:n]); err != nil {
-					if r.closing() {
-						return
-					}
-					d.mu.Lock()
-					d.cnt.TxLinkErrors++
-					d.mu.Unlock()
-				}
-			}
-			if !more {
-				break
-			}
+		r.txMu.Lock()
+		for r.sendBatch() && !r.closing() {
 		}
+		r.txMu.Unlock()
 		r.kickTimerIfEarlier()
 	}
 }

@@ -23,7 +23,8 @@ import (
 // Sending, the link strips Ethernet, IP and UDP from the device's frame and
 // hands the transport packet to sendmmsg, addressed to the frame's
 // destination IP and port 4791, with the frame's TOS/traffic class and
-// TTL/hop limit as per-packet control messages. The kernel writes the IP and
+// TTL/hop limit set on the socket (socketTOS, socketTTL) or, for frames that
+// differ, as per-packet control messages. The kernel writes the IP and
 // UDP headers itself, so the device must compute the ICRC over what the
 // kernel will write: the socket's port as the UDP source port (see
 // FixedSourcePort) and, for IPv4, DF set with IP ID 0 — path-MTU discovery is
@@ -33,7 +34,8 @@ import (
 // frames larger than the MTU.
 //
 // Receiving, recvmmsg returns payloads with the source address and port,
-// the destination address (IP_PKTINFO / IPV6_PKTINFO) and the TOS/TTL
+// the destination address (IP_PKTINFO / IPV6_PKTINFO, for a socket bound to
+// all addresses; otherwise it is the bound one) and the TOS/TTL
 // (traffic class/hop limit) from control messages, and the link rebuilds an
 // Ethernet, IP and UDP header in front of each payload, in the same buffer
 // (no copy). The sender's IPv4 ID and flags are not visible through a socket,
@@ -45,6 +47,14 @@ import (
 
 // DefaultUDPBatch is the number of datagrams a UDP link reads per recvmmsg.
 const DefaultUDPBatch = 64
+
+// DefaultUDPSocketBuffer is the socket buffer size a UDP link asks for by
+// default. An RC requester may have 128 packets in flight, 512 KiB at MTU
+// 4096, which the kernel accounts at about twice that: Linux's usual 208 KiB
+// default receive buffer drops most of such a window, and every drop stalls
+// the QP until its retransmit timeout (a 64 KiB WRITE benchmark on loopback
+// fell from 1.8 GB/s to 3 MB/s).
+const DefaultUDPSocketBuffer = 4 << 20
 
 // udpNoCheck6Rx is UDP_NO_CHECK6_RX (include/uapi/linux/udp.h).
 const udpNoCheck6Rx = 102
@@ -64,7 +74,10 @@ type UDPOptions struct {
 	MTU int
 	// Batch is the number of datagrams per recvmmsg; 0 means DefaultUDPBatch.
 	Batch int
-	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF when not 0.
+	// SocketBuffer is the SO_RCVBUF and SO_SNDBUF size to ask for: 0 means
+	// DefaultUDPSocketBuffer, a negative value leaves the kernel's default.
+	// The kernel caps it at net.core.rmem_max / wmem_max unless the process
+	// may exceed those (CAP_NET_ADMIN), which the link then does.
 	SocketBuffer int
 }
 
@@ -93,6 +106,15 @@ type udpCounters struct {
 // headroom is the room left in front of each receive buffer for the rebuilt
 // Ethernet, IP and UDP headers.
 const headroom = packet.EthernetLen + packet.IPv6Len + packet.UDPLen
+
+// socketTOS and socketTTL are the TOS (traffic class) and TTL (hop limit)
+// the link sets on its socket: the values the device writes unless an
+// address vector asks for others. Frames with them go without per-datagram
+// control messages, which the kernel would otherwise parse for each one.
+const (
+	socketTOS = 0
+	socketTTL = 64
+)
 
 // control message buffer sizes: room for pktinfo, TOS/tclass and TTL/hop limit.
 const rxControlLen = 128
@@ -139,6 +161,9 @@ func ListenUDP(o UDPOptions) (*UDP, error) {
 	if o.Batch <= 0 {
 		o.Batch = DefaultUDPBatch
 	}
+	if o.SocketBuffer == 0 {
+		o.SocketBuffer = DefaultUDPSocketBuffer
+	}
 	addr := o.Addr.Addr()
 	v4 := addr.Unmap().Is4()
 	network := "udp6"
@@ -174,32 +199,58 @@ func (u *UDP) setOptions(raw syscall.RawConn, bufSize int) error {
 		what               string
 	}
 	var opts []opt
+	// The destination address of a datagram (pktinfo) is worth a control
+	// message per datagram only when the socket is bound to all addresses;
+	// otherwise it is the bound address. TOS and TTL are set on the socket
+	// to the values most frames carry, so that Send needs no control
+	// message for those frames (see fillTx).
+	pktinfo := 0
+	if u.local.Addr().IsUnspecified() {
+		pktinfo = 1
+	}
 	if u.v4 {
 		opts = []opt{
 			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
-			{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+			{unix.IPPROTO_IP, unix.IP_PKTINFO, pktinfo, "IP_PKTINFO"},
 			{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 			{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+			{unix.IPPROTO_IP, unix.IP_TOS, socketTOS, "IP_TOS"},
+			{unix.IPPROTO_IP, unix.IP_TTL, socketTTL, "IP_TTL"},
 		}
 	} else {
 		opts = []opt{
 			{unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"},
-			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO"},
+			{unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, pktinfo, "IPV6_RECVPKTINFO"},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1, "IPV6_RECVHOPLIMIT"},
 			{unix.IPPROTO_UDP, udpNoCheck6Rx, 1, "UDP_NO_CHECK6_RX"},
+			{unix.IPPROTO_IPV6, unix.IPV6_TCLASS, socketTOS, "IPV6_TCLASS"},
+			{unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, socketTTL, "IPV6_UNICAST_HOPS"},
 		}
-	}
-	if bufSize > 0 {
-		opts = append(opts,
-			opt{unix.SOL_SOCKET, unix.SO_RCVBUF, bufSize, "SO_RCVBUF"},
-			opt{unix.SOL_SOCKET, unix.SO_SNDBUF, bufSize, "SO_SNDBUF"})
 	}
 	var serr error
 	err := raw.Control(func(fd uintptr) {
 		for _, o := range opts {
 			if err := unix.SetsockoptInt(int(fd), o.level, o.name, o.value); err != nil {
 				serr = fmt.Errorf("setsockopt %s: %w", o.what, err)
+				return
+			}
+		}
+		if bufSize <= 0 {
+			return
+		}
+		// The FORCE variants pass the rmem_max/wmem_max cap, for a
+		// process allowed to (CAP_NET_ADMIN); others get the plain
+		// option, capped.
+		for _, b := range [...]struct {
+			force, plain int
+			what         string
+		}{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, "SO_RCVBUF"}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, "SO_SNDBUF"}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, b.force, bufSize) == nil {
+				continue
+			}
+			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, b.plain, bufSize); err != nil {
+				serr = fmt.Errorf("setsockopt %s: %w", b.what, err)
 				return
 			}
 		}
@@ -317,8 +368,10 @@ func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], u.peerPort)
 			copy(sa.Addr[:], f.IP[16:20])
 			h.Hdr.Namelen = unix.SizeofSockaddrInet4
-			ctl = appendCmsgInt(ctl, unix.IPPROTO_IP, unix.IP_TOS, int32(f.IP[1]))
-			if ttl := f.IP[8]; ttl != 0 {
+			if tos := f.IP[1]; tos != socketTOS {
+				ctl = appendCmsgInt(ctl, unix.IPPROTO_IP, unix.IP_TOS, int32(tos))
+			}
+			if ttl := f.IP[8]; ttl != 0 && ttl != socketTTL {
 				ctl = appendCmsgInt(ctl, unix.IPPROTO_IP, unix.IP_TTL, int32(ttl))
 			}
 		} else {
@@ -327,8 +380,12 @@ func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 			copy(name.Addr[:], f.IP[24:40])
 			h.Hdr.Namelen = unix.SizeofSockaddrInet6
 			tclass := int32(binary.BigEndian.Uint16(f.IP[0:2]) >> 4 & 0xFF)
-			ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tclass)
-			ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, int32(f.IP[7]))
+			if tclass != socketTOS {
+				ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tclass)
+			}
+			if hops := f.IP[7]; hops != socketTTL {
+				ctl = appendCmsgInt(ctl, unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, int32(hops))
+			}
 		}
 		if len(ctl) > 0 {
 			h.Hdr.Control = &t.ctl[msgs][0]

@@ -5,8 +5,11 @@ package link
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +186,124 @@ func TestUDPLinkIPv6(t *testing.T) {
 		assert.True(t, f.ICRCOK(), "frame %d", i)
 		assert.True(t, CheckICRCUnknownIPID(&f))
 	}
+}
+
+// Frames with the socket's TOS and TTL go without control messages, others
+// with them; either way the receiver sees what the frame said, and a frame
+// with other values does not change the socket's for the next one.
+func TestUDPLinkTOSTTLWithAndWithoutControlMessages(t *testing.T) {
+	lo := netip.IPv6Loopback()
+	cases := []struct {
+		name   string
+		a, b   UDPOptions
+		dst    netip.Addr
+		family string
+	}{
+		{"ipv4", UDPOptions{Addr: netip.AddrPortFrom(udpA, 34793), PeerPort: 34793},
+			UDPOptions{Addr: netip.AddrPortFrom(udpB, 34793), PeerPort: 34793}, udpB, "v4"},
+		{"ipv6", UDPOptions{Addr: netip.AddrPortFrom(lo, 34794), PeerPort: 34795},
+			UDPOptions{Addr: netip.AddrPortFrom(lo, 34795), PeerPort: 34794}, lo, "v6"},
+	}
+	tosTTL := [][2]uint8{{socketTOS, socketTTL}, {0x20, socketTTL}, {socketTOS, 3}, {0x48, 200}, {socketTOS, socketTTL}, {0x04, socketTTL}, {socketTOS, socketTTL}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := ListenUDP(c.a)
+			if err != nil {
+				t.Skipf("no %s loopback: %v", c.family, err)
+			}
+			t.Cleanup(func() { a.Close() })
+			b := listenUDP(t, c.b)
+			var frames []Frame
+			for i, v := range tosTTL {
+				frames = append(frames, Frame{Data: udpFrame(t, a, c.dst, 40+i, uint32(i), v[0], v[1])})
+			}
+			n, err := a.Send(frames)
+			require.NoError(t, err)
+			require.Equal(t, len(frames), n)
+			got := recvN(t, b, len(frames))
+			for i, g := range got {
+				var f packet.Frame
+				require.NoError(t, packet.ParseFrame(g, &f))
+				ad := f.Addressing()
+				assert.Equal(t, tosTTL[i][0], ad.TrafficClass, "frame %d", i)
+				assert.Equal(t, tosTTL[i][1], ad.HopLimit, "frame %d", i)
+				assert.True(t, CheckICRCUnknownIPID(&f), "frame %d", i)
+			}
+		})
+	}
+}
+
+// A link bound to all addresses learns each datagram's destination from
+// IP_PKTINFO (a bound link knows it without).
+func TestUDPLinkBoundToAllAddresses(t *testing.T) {
+	a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 34796), PeerPort: 34797})
+	b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(netip.IPv4Unspecified(), 34797), PeerPort: 34796})
+	_, err := a.Send([]Frame{{Data: udpFrame(t, a, udpB, 64, 1, 0, 64)}})
+	require.NoError(t, err)
+	got := recvN(t, b, 1)
+	var f packet.Frame
+	require.NoError(t, packet.ParseFrame(got[0], &f))
+	ad := f.Addressing()
+	assert.Equal(t, udpB, ad.Dst, "destination from IP_PKTINFO")
+	assert.Equal(t, udpA, ad.Src)
+	assert.True(t, CheckICRCUnknownIPID(&f))
+}
+
+// The link asks for DefaultUDPSocketBuffer unless told otherwise: the
+// kernel's default receive buffer cannot hold an RC window of 4 KiB packets.
+func TestUDPLinkSocketBuffers(t *testing.T) {
+	sockBufs := func(u *UDP) (rcv, snd int) {
+		require.NoError(t, u.raw.Control(func(fd uintptr) {
+			var err error
+			rcv, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+			require.NoError(t, err)
+			snd, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+			require.NoError(t, err)
+		}))
+		return rcv, snd
+	}
+	kernel := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 34798), SocketBuffer: -1})
+	kRcv, kSnd := sockBufs(kernel)
+	def := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 34799)})
+	rcv, snd := sockBufs(def)
+	// Linux doubles the size asked for (bookkeeping overhead) and caps an
+	// unprivileged request at rmem_max/wmem_max.
+	capped := func(name string) int {
+		b, err := os.ReadFile("/proc/sys/net/core/" + name)
+		require.NoError(t, err)
+		var v int
+		_, err = fmt.Sscan(string(b), &v)
+		require.NoError(t, err)
+		return 2 * min(v, DefaultUDPSocketBuffer)
+	}
+	if hasNetAdmin(t) {
+		assert.Equal(t, 2*DefaultUDPSocketBuffer, rcv, "SO_RCVBUFFORCE")
+		assert.Equal(t, 2*DefaultUDPSocketBuffer, snd, "SO_SNDBUFFORCE")
+	} else {
+		assert.GreaterOrEqual(t, rcv, capped("rmem_max"))
+		assert.GreaterOrEqual(t, snd, capped("wmem_max"))
+	}
+	assert.GreaterOrEqual(t, rcv, kRcv)
+	assert.GreaterOrEqual(t, snd, kSnd)
+	small := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 34800), SocketBuffer: 64 << 10})
+	rcv, snd = sockBufs(small)
+	assert.Equal(t, 2*(64<<10), rcv)
+	assert.Equal(t, 2*(64<<10), snd)
+}
+
+// hasNetAdmin reports whether the process has CAP_NET_ADMIN (bit 12 of the
+// effective capability set).
+func hasNetAdmin(t *testing.T) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			require.NoError(t, err)
+			return caps&(1<<unix.CAP_NET_ADMIN) != 0
+		}
+	}
+	return false
 }
 
 // What the kernel puts on the wire for the UDP link's datagrams must be
