@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
+
+	"github.com/softroce/softroce/oob"
 )
 
 // OOBPort is the TCP port of the out-of-band exchange of ibv_*_pingpong and
@@ -84,60 +84,23 @@ func (oobReader) segment(ip []byte, no int) (OOBRecord, bool) {
 // ParseOOBRecord parses an ibv_*_pingpong record: "%04x:%06x:%06x:%032s"
 // (51 characters), optionally followed by its NUL.
 func ParseOOBRecord(b []byte) (OOBRecord, bool) {
-	if len(b) == 52 && b[51] == 0 {
-		b = b[:51]
+	if len(b) == oob.PingpongRecordLen-1 {
+		b = append(b[:len(b):len(b)], 0)
 	}
-	if len(b) != 51 || b[4] != ':' || b[11] != ':' || b[18] != ':' {
+	d, err := oob.ParsePingpong(b)
+	if err != nil {
 		return OOBRecord{}, false
 	}
-	lid, err1 := strconv.ParseUint(string(b[0:4]), 16, 16)
-	qpn, err2 := strconv.ParseUint(string(b[5:11]), 16, 24)
-	psn, err3 := strconv.ParseUint(string(b[12:18]), 16, 24)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return OOBRecord{}, false
-	}
-	var gid [16]byte
-	for i := range gid {
-		v, err := strconv.ParseUint(string(b[19+2*i:21+2*i]), 16, 8)
-		if err != nil {
-			return OOBRecord{}, false
-		}
-		gid[i] = byte(v)
-	}
-	return OOBRecord{LID: uint16(lid), QPN: uint32(qpn), PSN: uint32(psn), GID: netip.AddrFrom16(gid).Unmap()}, true
+	return OOBRecord{LID: d.LID, QPN: d.QPN, PSN: d.PSN, GID: netip.AddrFrom16(d.GID).Unmap()}, true
 }
 
-// parsePerftestRecord parses perftest's key record with a GID (RoCE), 108
-// bytes with its NUL: "%04x:%04x:%06x:%06x:%08x:%016x:" (LID, outstanding
-// reads, QPN, PSN, rkey, address), the GID as sixteen "%02x:" and the SRQ
-// number "%08x:".
+// parsePerftestRecord parses perftest's key record with a GID (RoCE): LID,
+// outstanding reads, QPN, PSN, rkey, address, GID and SRQ number.
 func parsePerftestRecord(b []byte) (OOBRecord, bool) {
-	if len(b) != 108 || b[107] != 0 {
+	d, err := oob.ParsePerftestDest(b, true)
+	if err != nil {
 		return OOBRecord{}, false
 	}
-	fields := strings.Split(string(b[:107]), ":")
-	if len(fields) != 24 || fields[23] != "" {
-		return OOBRecord{}, false
-	}
-	var v [23]uint64
-	for i, f := range fields[:23] {
-		bits := 8
-		switch {
-		case i < 6:
-			bits = []int{16, 16, 24, 24, 32, 64}[i]
-		case i == 22:
-			bits = 32
-		}
-		n, err := strconv.ParseUint(f, 16, bits)
-		if err != nil {
-			return OOBRecord{}, false
-		}
-		v[i] = n
-	}
-	var gid [16]byte
-	for i := range gid {
-		gid[i] = byte(v[6+i])
-	}
-	return OOBRecord{LID: uint16(v[0]), QPN: uint32(v[2]), PSN: uint32(v[3]), RKey: uint32(v[4]), VA: v[5],
-		GID: netip.AddrFrom16(gid).Unmap(), Perftest: true}, true
+	return OOBRecord{LID: d.LID, QPN: d.QPN, PSN: d.PSN, RKey: d.RKey, VA: d.VAddr,
+		GID: netip.AddrFrom16(d.GID).Unmap(), Perftest: true}, true
 }
