@@ -144,7 +144,7 @@ func (f *flow) recvDone(now netsim.Time, wc *qp.WC) {
 	m := f.matchMessage(wc, data)
 	if m != nil {
 		m.got++
-		if m.kind != opWriteImm && !checkPattern(data, uint32(f.id), m.seq, run.scratch(n)) {
+		if m.kind != opWriteImm && !checkPattern(data, uint32(f.id), m.seq) {
 			run.violate(invIntegrity, f.name, "message #%d (%s, %d bytes): payload differs from what was sent", m.seq, m.kind, n)
 		}
 		if m.kind != opSend && wc.Imm != m.seq {

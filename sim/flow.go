@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -84,6 +83,7 @@ type flow struct {
 	finished    bool
 	firstErr    qp.WCStatus
 	rposted     int // receives posted in total
+	sge         [1]qp.SGE
 }
 
 // alloc carves an address range for a region on a host.
@@ -260,9 +260,8 @@ func (f *flow) connect(x *rxe.QP, self, peer *hostRT, peerQPN, sqPSN, rqPSN uint
 
 // postRecv posts receive slot i.
 func (f *flow) postRecv(i uint64) error {
-	wr := qp.RecvWR{ID: i, SGL: []qp.SGE{{
-		Addr: f.recv.Addr() + i*uint64(f.rslot), Length: uint32(f.rslot), LKey: f.recv.LKey(),
-	}}}
+	f.sge[0] = qp.SGE{Addr: f.recv.Addr() + i*uint64(f.rslot), Length: uint32(f.rslot), LKey: f.recv.LKey()}
+	wr := qp.RecvWR{ID: i, SGL: f.sge[:]} // PostRecv copies the SGL
 	if err := f.qb.PostRecv(&wr); err != nil {
 		return fmt.Errorf("flow %s: post recv: %w", f.name, err)
 	}
@@ -273,7 +272,9 @@ func (f *flow) postRecv(i uint64) error {
 // fillPattern writes the content of message seq of flow id: the flow and
 // sequence number in the first 8 bytes (when they fit), then bytes that
 // depend on both and on the position, so that a misplaced, stale, shifted
-// or corrupted byte shows.
+// or corrupted byte shows. Byte j is byte j%8 of a mixed (id, seq) word
+// (little-endian) XOR the low byte of j/8, so whole 8-byte words are written
+// at once.
 func fillPattern(b []byte, id, seq uint32) {
 	j := 0
 	if len(b) >= 8 {
@@ -281,16 +282,44 @@ func fillPattern(b []byte, id, seq uint32) {
 		binary.BigEndian.PutUint32(b[4:], seq)
 		j = 8
 	}
-	x := uint64(id)<<32 | uint64(seq)
-	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x := patternWord(id, seq)
+	for ; j+8 <= len(b); j += 8 {
+		binary.LittleEndian.PutUint64(b[j:], x^patternMask(j))
+	}
 	for ; j < len(b); j++ {
 		b[j] = byte(x>>(8*(j&7))) ^ byte(j>>3)
 	}
 }
 
-// checkPattern reports whether b is message seq of flow id.
-func checkPattern(b []byte, id, seq uint32, scratch []byte) bool {
-	want := scratch[:len(b)]
-	fillPattern(want, id, seq)
-	return bytes.Equal(b, want)
+// patternWord is the mixed (id, seq) word fillPattern repeats.
+func patternWord(id, seq uint32) uint64 {
+	x := uint64(id)<<32 | uint64(seq)
+	return (x ^ x>>30) * 0xBF58476D1CE4E5B9
+}
+
+// patternMask is the low byte of j/8 in every byte of a word.
+func patternMask(j int) uint64 { return uint64(byte(j>>3)) * 0x0101010101010101 }
+
+// checkPattern reports whether b is message seq of flow id. It compares
+// word by word without building the expected bytes.
+func checkPattern(b []byte, id, seq uint32) bool {
+	j := 0
+	if len(b) >= 8 {
+		if binary.BigEndian.Uint32(b) != id || binary.BigEndian.Uint32(b[4:]) != seq {
+			return false
+		}
+		j = 8
+	}
+	x := patternWord(id, seq)
+	for ; j+8 <= len(b); j += 8 {
+		if binary.LittleEndian.Uint64(b[j:]) != x^patternMask(j) {
+			return false
+		}
+	}
+	for ; j < len(b); j++ {
+		if b[j] != byte(x>>(8*(j&7)))^byte(j>>3) {
+			return false
+		}
+	}
+	return true
 }

@@ -65,22 +65,39 @@ type host struct {
 	accepted func() uint64
 	onAccept func(frame []byte)
 	onEmit   func(frame []byte)
-	rx       packet.Frame
+	emitFn   func(frame []byte) // h.emit, made once: a method value allocates
+	// The loop's handler IDs of the host's events.
+	serviceID, tickID netsim.HandlerID
 }
 
-// icrcOK reports whether frame parses as RoCE v2 with a correct ICRC.
-func icrcOK(f *packet.Frame, frame []byte) bool {
-	return packet.ParseFrame(frame, f) == nil && f.ICRCOK()
+// hostService and hostTick are a host's two kinds of events (Handlers,
+// not closures, so that scheduling them does not allocate); the argument is
+// the time they were scheduled for.
+type (
+	hostService host
+	hostTick    host
+)
+
+// icrcOK reports whether frame parses as RoCE v2 with a correct ICRC. The
+// parsed frame is a local: on the stack, filling in its slices costs no GC
+// write barriers, as it would in a long-lived struct.
+func icrcOK(frame []byte) bool {
+	var f packet.Frame
+	return packet.ParseFrame(frame, &f) == nil && f.ICRCOK()
 }
 
 func newHost(index int, name string, loop *netsim.Loop, dev Device) *host {
-	return &host{index: index, name: name, loop: loop, dev: dev, serviceAt: netsim.Never, tickAt: netsim.Never, lastTick: -1}
+	h := &host{index: index, name: name, loop: loop, dev: dev, serviceAt: netsim.Never, tickAt: netsim.Never, lastTick: -1}
+	h.emitFn = h.emit
+	h.serviceID = loop.Handle((*hostService)(h))
+	h.tickID = loop.Handle((*hostTick)(h))
+	return h
 }
 
 // Receive hands an arriving frame to the device.
 func (h *host) Receive(_ int, frame []byte) {
 	h.frames++
-	if h.accepted != nil && !icrcOK(&h.rx, frame) {
+	if h.accepted != nil && !icrcOK(frame) {
 		before := h.accepted()
 		h.dev.HandleFrame(h.loop.Now(), frame)
 		if h.accepted() != before && h.onAccept != nil {
@@ -102,12 +119,16 @@ func (h *host) kickAt(t netsim.Time) {
 		return
 	}
 	h.serviceAt = t
-	h.loop.At(t, func() {
-		if h.serviceAt != t {
-			return // superseded by an earlier service
-		}
-		h.service()
-	})
+	h.loop.Call(t, h.serviceID, uint64(t))
+}
+
+// Fire runs a service scheduled for time t.
+func (s *hostService) Fire(t uint64) {
+	h := (*host)(s)
+	if h.serviceAt != netsim.Time(t) {
+		return // superseded by an earlier service
+	}
+	h.service()
 }
 
 // service lets the workload run, moves one burst of the device's output to
@@ -118,7 +139,7 @@ func (h *host) service() {
 	if h.poll != nil {
 		h.poll(now)
 	}
-	n, more := h.dev.Output(now, outputBurst, h.emit)
+	n, more := h.dev.Output(now, outputBurst, h.emitFn)
 	if more {
 		// Come back when the wire has taken this burst (and never at the
 		// same instant with nothing sent, which could spin).
@@ -152,13 +173,17 @@ func (h *host) arm() {
 	}
 	d = max(d, h.loop.Now(), h.lastTick+1)
 	h.tickAt = d
-	h.loop.At(d, func() {
-		if h.tickAt != d {
-			return // superseded by an earlier tick
-		}
-		h.tickAt = netsim.Never
-		h.lastTick = h.loop.Now()
-		h.dev.Tick(h.lastTick)
-		h.service()
-	})
+	h.loop.Call(d, h.tickID, uint64(d))
+}
+
+// Fire runs the device's timers at a tick scheduled for time d.
+func (k *hostTick) Fire(d uint64) {
+	h := (*host)(k)
+	if h.tickAt != netsim.Time(d) {
+		return // superseded by an earlier tick
+	}
+	h.tickAt = netsim.Never
+	h.lastTick = h.loop.Now()
+	h.dev.Tick(h.lastTick)
+	h.service()
 }

@@ -44,7 +44,8 @@ func (f *flow) post(now netsim.Time) error {
 		op.size = 8
 	}
 	if op.size > 0 {
-		wr.SGL = []qp.SGE{{Addr: f.local.Addr() + uint64(slot*f.slot), Length: uint32(op.size), LKey: f.local.LKey()}}
+		f.sge[0] = qp.SGE{Addr: f.local.Addr() + uint64(slot*f.slot), Length: uint32(op.size), LKey: f.local.LKey()}
+		wr.SGL = f.sge[:] // PostSend copies it
 	}
 	switch op.kind {
 	case opSend, opSendImm:
@@ -55,9 +56,7 @@ func (f *flow) post(now netsim.Time) error {
 		copy(f.model[op.off:], buf[:op.size])
 	case opRead:
 		// Poison the destination: the data must come from the responder.
-		for j := range buf[:op.size] {
-			buf[j] = 0xEE
-		}
+		poison(buf[:op.size])
 		op.off = uint64(f.rng.IntN(len(f.model) - op.size + 1))
 		op.expect = append([]byte(nil), f.model[op.off:op.off+uint64(op.size)]...)
 	case opCAS, opFADD:
@@ -147,4 +146,15 @@ func (f *flow) start(run *runState) {
 		}
 		tick()
 	})
+}
+
+// poison fills b with 0xEE, doubling what is filled with each copy.
+func poison(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = 0xEE
+	for k := 1; k < len(b); k *= 2 {
+		copy(b[k:], b[:k])
+	}
 }

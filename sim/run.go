@@ -71,11 +71,8 @@ type runState struct {
 	stats   runStats
 	tallies map[string]*tally
 	err     error
-	scr     []byte
 	naks    map[string]uint64
 	frames  uint64
-	pkt     packet.Packet
-	fr      packet.Frame
 }
 
 func (run *runState) violate(inv, flow, format string, args ...any) {
@@ -104,27 +101,27 @@ func (run *runState) fail(err error) {
 	}
 }
 
-func (run *runState) scratch(n int) []byte {
-	if cap(run.scr) < n {
-		run.scr = make([]byte, n)
-	}
-	return run.scr[:n]
-}
-
 func (run *runState) logOp(f *flow, what string, i int, s string, n int) {
-	run.w.rec.event(what, f.name, strconv.Itoa(i), s, strconv.Itoa(n))
+	run.w.rec.op(what, f.name, i, s, n)
 }
 
 // onEmit counts what hosts put on the wire: NAKs by kind.
 func (run *runState) onEmit(frame []byte) {
 	run.frames++
-	if packet.ParseFrame(frame, &run.fr) != nil || run.pkt.Decode(run.fr.Transport) != nil {
+	// Locals, not fields: see icrcOK.
+	var fr packet.Frame
+	var pkt packet.Packet
+	if packet.ParseFrame(frame, &fr) != nil || len(fr.Transport) < packet.BTHLen ||
+		!packet.BTH(fr.Transport).Opcode().Info().Is(packet.HdrAETH) {
+		return // only what carries an AETH can be a NAK: skip decoding the rest
+	}
+	if pkt.Decode(fr.Transport) != nil {
 		return
 	}
-	if !run.pkt.Info().Is(packet.HdrAETH) {
+	if !pkt.Info().Is(packet.HdrAETH) {
 		return
 	}
-	syn := run.pkt.AETH.Syndrome
+	syn := pkt.AETH.Syndrome
 	switch {
 	case syn.IsRNR():
 		run.naks["RNR"]++
@@ -171,6 +168,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	}
 	run.w = w
 	if err := run.setup(); err != nil {
+		w.rec.flush()
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	if afterSetup != nil {
@@ -193,6 +191,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		}
 	}
 	if run.err != nil {
+		w.rec.flush() // the log up to the failure
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
 	}
 	res := run.result(end)

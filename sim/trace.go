@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
-	"hash/crc32"
 	"io"
 	"strconv"
 	"time"
@@ -25,33 +24,46 @@ type recorder struct {
 	hash  hash.Hash
 	log   io.Writer // optional copy of the event log
 	pcap  *pcapio.Writer
-	line  []byte
+	buf   []byte // lines not yet hashed (and written to log)
 	cmt   []byte
-	fr    packet.Frame
 	lines uint64
 	err   error
 }
 
+// flushAt is how many bytes of log lines the recorder gathers before it
+// hashes them (and writes them to the log): hashing lines one by one costs
+// more than the hashing itself. The digest does not depend on how the log
+// is cut into writes.
+const flushAt = 16 << 10
+
 func newRecorder(loop *netsim.Loop, log io.Writer, pcap *pcapio.Writer) *recorder {
-	return &recorder{loop: loop, hash: sha256.New(), log: log, pcap: pcap}
+	return &recorder{loop: loop, hash: sha256.New(), log: log, pcap: pcap, buf: make([]byte, 0, flushAt+512)}
 }
 
-// begin starts a log line with the current time and kind.
+// begin starts a log line with the current time and kind; the line is built
+// in place at the end of the buffer.
 func (r *recorder) begin(kind string) []byte {
-	b := strconv.AppendInt(r.line[:0], int64(r.loop.Now()), 10)
+	b := strconv.AppendInt(r.buf, int64(r.loop.Now()), 10)
 	b = append(b, ' ')
 	return append(b, kind...)
 }
 
-// end finishes and records a log line.
+// end finishes and records the log line begin started.
 func (r *recorder) end(b []byte) {
-	b = append(b, '\n')
-	r.line = b
+	r.buf = append(b, '\n')
 	r.lines++
-	r.hash.Write(b)
-	if r.log != nil && r.err == nil {
-		_, r.err = r.log.Write(b)
+	if len(r.buf) >= flushAt {
+		r.flush()
 	}
+}
+
+// flush hashes (and writes to the log) the lines gathered so far.
+func (r *recorder) flush() {
+	r.hash.Write(r.buf)
+	if r.log != nil && r.err == nil {
+		_, r.err = r.log.Write(r.buf)
+	}
+	r.buf = r.buf[:0]
 }
 
 // network records a network trace event.
@@ -75,9 +87,10 @@ func (r *recorder) network(ev *netsim.TraceEvent) {
 	b = append(b, " len="...)
 	b = strconv.AppendInt(b, int64(len(ev.Frame)), 10)
 	b = append(b, " crc="...)
-	b = strconv.AppendUint(b, uint64(crc32.ChecksumIEEE(ev.Frame)), 16)
-	if packet.ParseFrame(ev.Frame, &r.fr) == nil && len(r.fr.Transport) >= packet.BTHLen {
-		bth := packet.BTH(r.fr.Transport)
+	b = strconv.AppendUint(b, uint64(ev.CRC()), 16)
+	var fr packet.Frame // a local: see icrcOK
+	if packet.ParseFrame(ev.Frame, &fr) == nil && len(fr.Transport) >= packet.BTHLen {
+		bth := packet.BTH(fr.Transport)
 		b = append(b, ' ')
 		b = append(b, bth.Opcode().String()...)
 		b = append(b, " qpn="...)
@@ -118,5 +131,25 @@ func (r *recorder) event(kind string, fields ...string) {
 	r.end(b)
 }
 
-// sum returns the hex SHA-256 of the event log so far.
-func (r *recorder) sum() string { return hex.EncodeToString(r.hash.Sum(nil)) }
+// op records a workload event about operation i of a flow: the line event
+// would write for (kind, flow, i, s, n), without formatting the numbers into
+// strings first.
+func (r *recorder) op(kind, flow string, i int, s string, n int) {
+	b := r.begin(kind)
+	b = append(b, ' ')
+	b = append(b, flow...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, ' ')
+	b = append(b, s...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(n), 10)
+	r.end(b)
+}
+
+// sum returns the hex SHA-256 of the event log so far, having written all of
+// it to the log.
+func (r *recorder) sum() string {
+	r.flush()
+	return hex.EncodeToString(r.hash.Sum(nil))
+}

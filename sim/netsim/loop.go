@@ -24,14 +24,31 @@ func (t Time) String() string {
 	return fmt.Sprintf("%d.%09ds", int64(t)/int64(Second), int64(t)%int64(Second))
 }
 
-// event is one scheduled callback. seq is the order in which events were
-// scheduled: it breaks ties between events at the same time, so that the
-// order of execution depends only on the order of scheduling, never on
-// goroutines or map iteration.
+// Handler receives the events scheduled with Loop.Call. The simulation's
+// per-frame events (deliveries, host service, timers) are Calls to handlers
+// registered once: scheduling one allocates nothing, where a closure
+// capturing its state costs an allocation per event.
+type Handler interface {
+	Fire(arg uint64)
+}
+
+// HandlerID names a Handler registered with Loop.Handle.
+type HandlerID uint32
+
+// funcs is handler 0: the closures scheduled with At, kept in slots reused
+// through a free list; the event's argument is the slot.
+const funcs HandlerID = 0
+
+// event is one scheduled callback: handler id with argument arg. seq is the
+// order in which events were scheduled: it breaks ties between events at the
+// same time, so that the order of execution depends only on the order of
+// scheduling, never on goroutines or map iteration. Events hold no pointers,
+// so moving them about the heap costs no GC write barriers.
 type event struct {
 	at  Time
 	seq uint64
-	fn  func()
+	arg uint64
+	id  HandlerID
 }
 
 func (a *event) before(b *event) bool {
@@ -44,15 +61,27 @@ func (a *event) before(b *event) bool {
 // Loop is a single-threaded discrete-event loop over a virtual clock. Events
 // run in (time, scheduling order); the clock jumps to each event's time as it
 // runs. Nothing in a Loop reads the wall clock or starts a goroutine.
+//
+// Events scheduled for the current instant (a host kicked by a frame that
+// just arrived, say) skip the heap: they go to a FIFO, cur, whose events all
+// run at the current time in scheduling order, after the heap's events of
+// the same time scheduled before them. Step takes whichever of the two
+// heads comes first in (time, sequence) order, so the order of execution
+// is exactly that of a single heap.
 type Loop struct {
-	now   Time
-	seq   uint64
-	heap  []event
-	fired uint64
+	now      Time
+	seq      uint64
+	heap     []event // 4-ary min-heap by (at, seq)
+	cur      []event // events at now, in seq order; cur[head:] are pending
+	head     int
+	fired    uint64
+	handlers []Handler
+	fns      []func() // closures scheduled with At, by slot
+	freeFns  []uint64 // free slots of fns
 }
 
 // NewLoop returns a loop whose clock reads 0.
-func NewLoop() *Loop { return &Loop{} }
+func NewLoop() *Loop { return &Loop{handlers: []Handler{funcs: nil}} }
 
 // Now returns the current virtual time.
 func (l *Loop) Now() Time { return l.now }
@@ -61,23 +90,49 @@ func (l *Loop) Now() Time { return l.now }
 func (l *Loop) Fired() uint64 { return l.fired }
 
 // Len returns how many events are scheduled.
-func (l *Loop) Len() int { return len(l.heap) }
+func (l *Loop) Len() int { return len(l.heap) + len(l.cur) - l.head }
 
 // Next returns the time of the earliest scheduled event, or Never.
 func (l *Loop) Next() Time {
+	if l.head < len(l.cur) {
+		return l.now
+	}
 	if len(l.heap) == 0 {
 		return Never
 	}
 	return l.heap[0].at
 }
 
+// Handle registers h, for scheduling with Call.
+func (l *Loop) Handle(h Handler) HandlerID {
+	l.handlers = append(l.handlers, h)
+	return HandlerID(len(l.handlers) - 1)
+}
+
 // At schedules fn to run at time t (or now, if t is in the past).
 func (l *Loop) At(t Time, fn func()) {
-	if t < l.now {
-		t = l.now
+	var slot uint64
+	if k := len(l.freeFns); k > 0 {
+		slot = l.freeFns[k-1]
+		l.freeFns = l.freeFns[:k-1]
+		l.fns[slot] = fn
+	} else {
+		slot = uint64(len(l.fns))
+		l.fns = append(l.fns, fn)
 	}
+	l.Call(t, funcs, slot)
+}
+
+// Call schedules the Fire(arg) of the handler id names at time t (or now,
+// if t is in the past). It is At without a closure: events run in the same
+// (time, scheduling) order whichever way they were scheduled.
+func (l *Loop) Call(t Time, id HandlerID, arg uint64) {
 	l.seq++
-	l.heap = append(l.heap, event{at: t, seq: l.seq, fn: fn})
+	if t <= l.now {
+		l.cur = append(l.cur, event{at: l.now, seq: l.seq, arg: arg, id: id})
+		return
+	}
+	l.heap = append(l.heap, event{at: t, seq: l.seq, arg: arg, id: id})
 	l.up(len(l.heap) - 1)
 }
 
@@ -86,20 +141,35 @@ func (l *Loop) After(d Time, fn func()) { l.At(l.now+d, fn) }
 
 // Step runs the earliest event and reports whether there was one.
 func (l *Loop) Step() bool {
-	if len(l.heap) == 0 {
+	var ev event
+	switch {
+	case l.head < len(l.cur) && (len(l.heap) == 0 || !l.heap[0].before(&l.cur[l.head])):
+		ev = l.cur[l.head]
+		l.head++
+		if l.head == len(l.cur) {
+			l.cur, l.head = l.cur[:0], 0
+		}
+	case len(l.heap) > 0:
+		ev = l.heap[0]
+		last := len(l.heap) - 1
+		l.heap[0] = l.heap[last]
+		l.heap = l.heap[:last]
+		if last > 0 {
+			l.down(0)
+		}
+	default:
 		return false
-	}
-	ev := l.heap[0]
-	last := len(l.heap) - 1
-	l.heap[0] = l.heap[last]
-	l.heap[last] = event{}
-	l.heap = l.heap[:last]
-	if last > 0 {
-		l.down(0)
 	}
 	l.now = ev.at
 	l.fired++
-	ev.fn()
+	if ev.id == funcs {
+		fn := l.fns[ev.arg]
+		l.fns[ev.arg] = nil
+		l.freeFns = append(l.freeFns, ev.arg)
+		fn()
+	} else {
+		l.handlers[ev.id].Fire(ev.arg)
+	}
 	return true
 }
 
@@ -107,8 +177,7 @@ func (l *Loop) Step() bool {
 // t (if t is not Never). Events that running events schedule at or before t
 // run too.
 func (l *Loop) RunUntil(t Time) {
-	for len(l.heap) > 0 && l.heap[0].at <= t {
-		l.Step()
+	for l.Next() <= t && l.Step() {
 	}
 	if t != Never && t > l.now {
 		l.now = t
@@ -127,33 +196,43 @@ func (l *Loop) RunWhile(cond func() bool) bool {
 	return true
 }
 
+// The heap is 4-ary: half the depth of a binary heap, and a node's children
+// share a cache line or two, which makes taking the earliest event cheaper.
+
 func (l *Loop) up(i int) {
 	h := l.heap
+	ev := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
+		p := (i - 1) / 4
+		if !ev.before(&h[p]) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = ev
 }
 
 func (l *Loop) down(i int) {
 	h := l.heap
 	n := len(h)
+	ev := h[i]
 	for {
-		c := 2*i + 1
+		c := 4*i + 1
 		if c >= n {
-			return
+			break
 		}
-		if r := c + 1; r < n && h[r].before(&h[c]) {
-			c = r
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if h[k].before(&h[m]) {
+				m = k
+			}
 		}
-		if !h[c].before(&h[i]) {
-			return
+		if !h[m].before(&ev) {
+			break
 		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
+	h[i] = ev
 }

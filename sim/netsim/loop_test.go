@@ -67,3 +67,89 @@ func TestTimeString(t *testing.T) {
 	assert.Equal(t, "1.000000500s", (Second + 500).String())
 	assert.Equal(t, "never", Never.String())
 }
+
+// recHandler records its calls.
+type recHandler struct{ got *[]int }
+
+func (r recHandler) Fire(arg uint64) { *r.got = append(*r.got, int(arg)) }
+
+// TestLoopMatchesReferenceOrder schedules a seeded mix of closures and
+// handler calls, at the current instant and later, many of them from
+// running events, and requires them to run in exactly (time, scheduling)
+// order, as one sorted list would.
+func TestLoopMatchesReferenceOrder(t *testing.T) {
+	type sched struct {
+		at  Time
+		seq int
+	}
+	l := NewLoop()
+	var got []int
+	var want []sched
+	h := l.Handle(recHandler{&got})
+	x := uint64(1)
+	rnd := func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	n := 0
+	var schedule func()
+	schedule = func() {
+		if n >= 5000 {
+			return
+		}
+		seq := n
+		n++
+		var at Time
+		switch rnd(3) {
+		case 0:
+			at = l.Now() // the current instant
+		case 1:
+			at = l.Now() - Time(rnd(3)) // the past: runs now
+		default:
+			at = l.Now() + Time(rnd(50))
+		}
+		want = append(want, sched{max(at, l.Now()), seq})
+		if rnd(2) == 0 {
+			l.Call(at, h, uint64(seq))
+			return
+		}
+		l.At(at, func() {
+			got = append(got, seq)
+			for k := rnd(3); k > 0; k-- {
+				schedule()
+			}
+		})
+	}
+	for i := 0; i < 50; i++ {
+		schedule()
+	}
+	for l.Len() > 0 || n < 5000 {
+		if l.Len() == 0 {
+			schedule()
+		}
+		l.Step()
+	}
+	// The reference: a stable sort by time of the scheduling order.
+	order := make([]int, len(want))
+	for i := range order {
+		order[i] = i
+	}
+	sortStable(order, func(a, b int) bool { return want[a].at < want[b].at })
+	ref := make([]int, len(order))
+	for i, k := range order {
+		ref[i] = want[k].seq
+	}
+	require.Equal(t, ref, got)
+	assert.Equal(t, uint64(len(want)), l.Fired())
+}
+
+// sortStable is an insertion sort (stable), to keep the reference simple.
+func sortStable(a []int, less func(x, y int) bool) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && less(a[j], a[j-1]); j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}

@@ -2,6 +2,7 @@ package netsim
 
 import (
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 )
 
@@ -36,6 +37,19 @@ type TraceEvent struct {
 	Reordered bool
 	Corrupt   bool
 	Cut       bool // TracePartition: cut (true) or healed (false)
+
+	sum   uint32 // CRC-32 of Frame, if sumOK
+	sumOK bool
+}
+
+// CRC returns the CRC-32 (IEEE) of the frame. A frame crosses several
+// pipes unchanged (host to switch to host): the network remembers the sum
+// with the frame, so that it is computed once, not once per trace.
+func (ev *TraceEvent) CRC() uint32 {
+	if !ev.sumOK {
+		ev.sum, ev.sumOK = crc32.ChecksumIEEE(ev.Frame), true
+	}
+	return ev.sum
 }
 
 // port is one end of a link at a node.
@@ -50,13 +64,31 @@ type Network struct {
 	names []string
 	ports [][]port
 	pipes []*Pipe
-	free  [][]byte
+	pend  pendingFrames
+	ev    TraceEvent // the event being traced: Trace's argument, not allocated per call
+	// Frame buffers: every one by index, and the free ones by capacity
+	// class (see getBuf).
+	bufs     [][]byte
+	freeBufs [][]int32
+	// rxSum is the CRC-32 of the frame being delivered to a node, when the
+	// trace computed it (rxSumOK), for a switch to pass along with it.
+	rxSum   uint32
+	rxSumOK bool
+	// rxBuf is the buffer of the frame being delivered to a node, which the
+	// node may take over (takeRx) while rxOwned.
+	rxBuf   int32
+	rxOwned bool
 	// Trace, when set, is called for every drop, delivery and partition.
 	Trace func(*TraceEvent)
 }
 
 // NewNetwork returns an empty network driven by loop.
-func NewNetwork(loop *Loop) *Network { return &Network{loop: loop} }
+func NewNetwork(loop *Loop) *Network {
+	n := &Network{loop: loop}
+	n.pend.net = n
+	n.pend.id = loop.Handle(&n.pend)
+	return n
+}
 
 // Loop returns the network's event loop.
 func (n *Network) Loop() *Loop { return n.loop }
@@ -133,28 +165,124 @@ func (n *Network) Totals() PipeCounters {
 	return t
 }
 
-func (n *Network) trace(ev TraceEvent) {
-	if n.Trace != nil {
-		n.Trace(&ev)
+// trace reports ev, and returns the frame's CRC-32 if known (passed in, or
+// computed by the Trace function).
+func (n *Network) trace(ev TraceEvent) (uint32, bool) {
+	if n.Trace == nil {
+		return ev.sum, ev.sumOK
 	}
+	n.ev = ev
+	n.Trace(&n.ev)
+	sum, ok := n.ev.sum, n.ev.sumOK
+	n.ev = TraceEvent{}
+	return sum, ok
 }
 
-// getBuf returns a buffer of length size from the free list.
-func (n *Network) getBuf(size int) []byte {
-	for k := len(n.free) - 1; k >= 0 && k >= len(n.free)-4; k-- {
-		if b := n.free[k]; cap(b) >= size {
-			n.free[k] = n.free[len(n.free)-1]
-			n.free = n.free[:len(n.free)-1]
-			return b[:size]
+// pending is a frame held until an event: a copy in flight to the far end of
+// a pipe, or a frame a switch forwards after its latency. It names its pipe
+// and buffer by index, so that the slots hold no pointers for the GC to
+// scan or for write barriers to track.
+type pending struct {
+	pipe  int32  // index in Network.pipes
+	buf   int32  // index in Network.bufs
+	n     int32  // frame length
+	sum   uint32 // CRC-32 (IEEE) of the frame, if flags&pendSum
+	flags uint8
+}
+
+// pending flags.
+const (
+	pendForward   uint8 = 1 << iota // a switch sends it on pipe (else pipe delivers it)
+	pendDup                         // the second copy of a duplicated frame
+	pendReordered                   // given the fault model's reorder delay
+	pendCorrupt                     // bits flipped on this pipe
+	pendSum                         // sum holds the frame's CRC-32
+)
+
+// pendingFrames keeps the network's pending frames in slots reused through
+// a free list, and is the Handler of their events (the argument is the
+// slot), so that a frame in flight costs no allocation.
+type pendingFrames struct {
+	net   *Network
+	id    HandlerID
+	slots []pending
+	free  []uint32
+}
+
+// at schedules pd for time t.
+func (pf *pendingFrames) at(t Time, pd pending) {
+	var i uint32
+	if k := len(pf.free); k > 0 {
+		i = pf.free[k-1]
+		pf.free = pf.free[:k-1]
+		pf.slots[i] = pd
+	} else {
+		i = uint32(len(pf.slots))
+		pf.slots = append(pf.slots, pd)
+	}
+	pf.net.loop.Call(t, pf.id, uint64(i))
+}
+
+// Fire delivers or forwards the frame in slot i. The buffer goes back to
+// the pool unless a pipe or a switch took it over (see rxOwned).
+func (pf *pendingFrames) Fire(i uint64) {
+	pd := pf.slots[i]
+	pf.free = append(pf.free, uint32(i))
+	n := pf.net
+	p := n.pipes[pd.pipe]
+	buf := n.bufs[pd.buf][:pd.n]
+	if pd.flags&pendForward != 0 {
+		if !p.send(buf, pd.buf, pd.sum, pd.flags&pendSum != 0) {
+			n.putBuf(pd.buf)
+		}
+		return
+	}
+	n.rxBuf, n.rxOwned = pd.buf, true
+	p.deliver(buf, pd)
+	if n.rxOwned {
+		n.putBuf(pd.buf)
+	}
+	n.rxOwned = false
+}
+
+// takeRx takes over the buffer of the frame being delivered, if nobody has:
+// a switch that forwards the frame later keeps it instead of a copy.
+func (n *Network) takeRx() (int32, bool) {
+	if !n.rxOwned {
+		return 0, false
+	}
+	n.rxOwned = false
+	return n.rxBuf, true
+}
+
+// bufClass is the granularity of the network's frame buffers: a buffer's
+// capacity is a multiple of it, and a buffer is reused for frames of its
+// capacity class, so that the pool stays as large as the frames in flight
+// and an ACK does not hold a buffer the size of a full frame.
+const bufClass = 256
+
+// getBuf returns a buffer of length size, and its index in n.bufs.
+func (n *Network) getBuf(size int) (int32, []byte) {
+	c := max(1, (size+bufClass-1)/bufClass)
+	if c < len(n.freeBufs) {
+		if f := n.freeBufs[c]; len(f) > 0 {
+			i := f[len(f)-1]
+			n.freeBufs[c] = f[:len(f)-1]
+			return i, n.bufs[i][:size]
 		}
 	}
-	return make([]byte, size, max(size, 2048))
+	b := make([]byte, size, c*bufClass)
+	n.bufs = append(n.bufs, b)
+	return int32(len(n.bufs) - 1), b
 }
 
-func (n *Network) putBuf(b []byte) {
-	if len(n.free) < 4096 {
-		n.free = append(n.free, b)
+// putBuf returns buffer i to the pool.
+func (n *Network) putBuf(i int32) {
+	c := cap(n.bufs[i]) / bufClass
+	for len(n.freeBufs) <= c {
+		n.freeBufs = append(n.freeBufs, nil)
 	}
+	n.freeBufs[c] = append(n.freeBufs[c], i)
 }
 
 // Addr is what a switch needs to know about a host to forward to it.

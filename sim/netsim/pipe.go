@@ -185,7 +185,20 @@ func (p *Pipe) serialization(n int) Time {
 
 // Send offers a frame to the pipe at the current time. The pipe copies it;
 // the caller keeps its buffer.
-func (p *Pipe) Send(frame []byte) {
+func (p *Pipe) Send(frame []byte) { p.send(frame, -1, 0, false) }
+
+// sumFlag is pendSum if ok.
+func sumFlag(ok bool) uint8 {
+	if ok {
+		return pendSum
+	}
+	return 0
+}
+
+// send is Send of a frame whose CRC-32 is sum, if sumOK. If owned is a
+// buffer index (not -1), frame is that pool buffer, and the pipe may keep
+// it instead of copying frame: send reports whether it did.
+func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
 	now := p.net.loop.now
 	c := &p.counters
 	c.Sent++
@@ -195,8 +208,8 @@ func (p *Pipe) Send(frame []byte) {
 	if (p.cfg.QueueBytes > 0 && p.queueBytes+n > p.cfg.QueueBytes) ||
 		(p.cfg.QueueFrames > 0 && len(p.q)-p.qhead >= p.cfg.QueueFrames) {
 		c.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue})
-		return
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
+		return false
 	}
 	start := max(now, p.busyUntil)
 	end := start + p.serialization(n)
@@ -206,15 +219,19 @@ func (p *Pipe) Send(frame []byte) {
 	c.MaxQueueBytes = max(c.MaxQueueBytes, p.queueBytes)
 	if p.partitioned {
 		c.DropPartition++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition})
-		return
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition, sum: sum, sumOK: sumOK})
+		return false
 	}
 	arrive := end + p.cfg.Delay
 	if p.faults == nil {
-		buf := p.net.getBuf(len(frame))
-		copy(buf, frame)
-		p.deliverAt(arrive, buf, false, false, false)
-		return
+		i := owned
+		if i < 0 {
+			var buf []byte
+			i, buf = p.net.getBuf(n)
+			copy(buf, frame)
+		}
+		p.deliverAt(arrive, pending{buf: i, n: int32(n), sum: sum, flags: sumFlag(sumOK)})
+		return owned >= 0
 	}
 	lo, hi := corruptRange(frame)
 	d := p.faults.Decide(hi - lo)
@@ -226,50 +243,66 @@ func (p *Pipe) Send(frame []byte) {
 		} else {
 			c.DropLoss++
 		}
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause})
-		return
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause, sum: sum, sumOK: sumOK})
+		return false
 	}
 	if len(d.Copies) > 1 {
 		c.Duplicated++
 	}
-	for i := range d.Copies {
-		cp := &d.Copies[i]
+	for k := range d.Copies {
+		cp := &d.Copies[k]
+		pd := pending{n: int32(n), sum: sum, flags: sumFlag(sumOK)}
+		if k > 0 {
+			pd.flags |= pendDup
+		}
 		if cp.Reordered {
 			c.Reordered++
+			pd.flags |= pendReordered
 		}
-		buf := p.net.getBuf(len(frame))
+		var buf []byte
+		pd.buf, buf = p.net.getBuf(n)
 		copy(buf, frame)
-		corrupt := false
+		// Two flips can meet on one bit (see flip) and cancel out.
 		if len(cp.FlipBits) > 0 {
 			flip(buf[lo:hi], cp.FlipBits)
-			// Two flips can meet on one bit (see flip) and cancel out.
-			corrupt = !bytes.Equal(buf[lo:hi], frame[lo:hi])
+			if !bytes.Equal(buf[lo:hi], frame[lo:hi]) {
+				pd.flags = pd.flags&^pendSum | pendCorrupt
+			}
 		}
-		p.deliverAt(arrive+Time(cp.Delay), buf, i > 0, cp.Reordered, corrupt)
+		p.deliverAt(arrive+Time(cp.Delay), pd)
 	}
+	return false
 }
 
-// deliverAt schedules the delivery of buf (owned by the pipe) at time at.
-func (p *Pipe) deliverAt(at Time, buf []byte, dup, reordered, corrupt bool) {
-	p.net.loop.At(at, func() { p.deliver(buf, dup, reordered, corrupt) })
+// deliverAt schedules the delivery of pd (whose buffer the pipe owns) at
+// time at.
+func (p *Pipe) deliverAt(at Time, pd pending) {
+	pd.pipe = int32(p.index)
+	p.net.pend.at(at, pd)
 }
 
-func (p *Pipe) deliver(buf []byte, dup, reordered, corrupt bool) {
+// deliver hands buf, pending as pd, to the far end (the caller frees it).
+func (p *Pipe) deliver(buf []byte, pd pending) {
 	c := &p.counters
+	ev := TraceEvent{Kind: TraceDeliver, Pipe: p, Frame: buf, sum: pd.sum, sumOK: pd.flags&pendSum != 0}
 	if p.partitioned {
 		c.DropPartition++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: buf, Cause: DropPartition})
-		p.net.putBuf(buf)
+		ev.Kind, ev.Cause = TraceDrop, DropPartition
+		p.net.trace(ev)
 		return
 	}
 	c.Delivered++
 	c.DeliveredBytes += uint64(len(buf))
-	if corrupt {
+	ev.Dup = pd.flags&pendDup != 0
+	ev.Reordered = pd.flags&pendReordered != 0
+	ev.Corrupt = pd.flags&pendCorrupt != 0
+	if ev.Corrupt {
 		c.Corrupted++
 	}
-	p.net.trace(TraceEvent{Kind: TraceDeliver, Pipe: p, Frame: buf, Dup: dup, Reordered: reordered, Corrupt: corrupt})
-	p.net.nodes[p.to].Receive(p.toPort, buf)
-	p.net.putBuf(buf)
+	net := p.net
+	net.rxSum, net.rxSumOK = net.trace(ev)
+	net.nodes[p.to].Receive(p.toPort, buf)
+	net.rxSumOK = false
 }
 
 // flip inverts bits of b (positions as fault.Copy.FlipBits counts them).

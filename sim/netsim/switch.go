@@ -89,16 +89,24 @@ func (s *Switch) Receive(in int, frame []byte) {
 	s.send(s.outs[out], frame)
 }
 
+// send forwards frame on p, passing on its CRC-32 if the trace of its
+// delivery here computed it. A frame forwarded after the switch's latency
+// keeps the buffer it arrived in, if the network lets the switch take it
+// (once: a flooded frame is copied for the other ports).
 func (s *Switch) send(p *Pipe, frame []byte) {
+	sum, ok := s.net.rxSum, s.net.rxSumOK
 	if s.latency == 0 {
-		p.Send(frame)
+		p.send(frame, -1, sum, ok)
 		return
 	}
-	buf := s.net.getBuf(len(frame))
-	copy(buf, frame)
-	s.net.loop.After(s.latency, func() {
-		p.Send(buf)
-		s.net.putBuf(buf)
+	i, took := s.net.takeRx()
+	if !took {
+		var buf []byte
+		i, buf = s.net.getBuf(len(frame))
+		copy(buf, frame)
+	}
+	s.net.pend.at(s.net.loop.now+s.latency, pending{
+		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: sum, flags: pendForward | sumFlag(ok),
 	})
 }
 
