@@ -353,18 +353,25 @@ func (p *perf) run() error {
 	}
 	// The key exchange of perftest 6: one record per QP, the connection,
 	// the records again (printed), and a barrier ("an additional handshake
-	// is required after moving qp to RTR"); send_bw puts the barrier before
-	// the second round. Every round carries the same records, so with one
-	// QP the orders agree on the wire.
+	// is required after moving qp to RTR"); send_bw and send_lat put the
+	// barrier before the second round. write_lat, read_lat and atomic_lat
+	// open with one more round, a ctx_hand_shake of the first record before
+	// the per-QP one (four rounds in all, as Debian's perftest 6.06 does).
+	// Every round carries the same records, so with one QP the orders agree
+	// on the wire; what matters is that both sides make as many.
 	p.rem = make([]oob.PerftestDest, len(p.qps))
+	if o.lat && o.verb != verbSend {
+		if err := p.barrier(); err != nil {
+			return err
+		}
+	}
 	if err := p.exchangeKeys(false); err != nil {
 		return err
 	}
 	if err := p.connect(); err != nil {
 		return err
 	}
-	sendBW := o.verb == verbSend && !o.lat
-	if sendBW {
+	if o.verb == verbSend {
 		if err := p.barrier(); err != nil {
 			return err
 		}
@@ -375,7 +382,7 @@ func (p *perf) run() error {
 	if err := p.exchangeKeys(true); err != nil {
 		return err
 	}
-	if !sendBW {
+	if o.verb != verbSend {
 		if err := p.barrier(); err != nil {
 			return err
 		}

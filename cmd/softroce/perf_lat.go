@@ -45,6 +45,11 @@ func (p *perf) runLat() error {
 		p.printLatReport(size, o.iters, latReport(posted, rtt))
 	}
 	fmt.Fprint(p.out, perfResultLine)
+	if o.verb == verbWrite {
+		// write_lat.c ends without ctx_close_connection: each side knows
+		// the other is done from the last write landing in its buffer.
+		return nil
+	}
 	return p.closeConn()
 }
 
@@ -119,12 +124,18 @@ func (p *perf) spinOn(buf []byte, i int, v byte) error {
 	}
 }
 
-// latSend is run_iter_lat_send: SEND against RECV, the client first.
+// latSend is send_lat.c's loop body for one size: ctx_set_recv_wqes, a
+// hand shake (so that the peer sends only once our receives are posted),
+// then run_iter_lat_send: SEND against RECV, the client first, a receive
+// reposted after each one consumed until the iterations are covered.
 func (p *perf) latSend(size uint64) ([]int64, error) {
 	o := p.o
 	posted := make([]int64, o.iters)
 	depth := min(o.rxDepth, o.iters)
 	if err := p.postRecvs(int(size), depth); err != nil {
+		return nil, err
+	}
+	if err := p.barrier(); err != nil {
 		return nil, err
 	}
 	recvPosted := depth

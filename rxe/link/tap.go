@@ -9,6 +9,9 @@ import (
 	"io"
 	"io/fs"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,6 +113,9 @@ func OpenTAP(o TAPOptions) (*TAP, error) {
 	o = o.withDefaults()
 	cfg := water.Config{DeviceType: water.TAP}
 	cfg.Name = o.Name
+	// water always sets or clears the persist flag; keep an existing
+	// persistent TAP persistent instead of deleting it when we close.
+	cfg.Persist = tapPersistent(o.Name)
 	ifc, err := water.New(cfg)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) {
@@ -661,4 +667,18 @@ func (t *TAP) AppendCounters(dst []Counter) []Counter {
 		Counter{"tap_rx_queue_drop", s.RxQueueDrop},
 		Counter{"tap_arp_requests", s.ARPRequests}, Counter{"tap_arp_replies", s.ARPReplies},
 		Counter{"tap_ndp_solicits", s.NDPSolicits}, Counter{"tap_ndp_adverts", s.NDPAdverts})
+}
+
+// tapPersistent reports whether the TAP interface name exists with the
+// kernel's IFF_PERSIST flag (0x0800) set.
+func tapPersistent(name string) bool {
+	if name == "" {
+		return false
+	}
+	b, err := os.ReadFile("/sys/class/net/" + name + "/tun_flags")
+	if err != nil {
+		return false
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 32)
+	return err == nil && v&0x0800 != 0
 }

@@ -148,3 +148,21 @@ func TestTAPLinkNeedsAddress(t *testing.T) {
 	_, err := OpenTAP(TAPOptions{})
 	assert.ErrorContains(t, err, "IPv4 address is required")
 }
+
+func TestTAPKeepsPersistentInterface(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("TAP links need root (CAP_NET_ADMIN)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun")
+	}
+	name := fmt.Sprintf("srtp%d", os.Getpid()%100000)
+	ipCmd(t, "tuntap", "add", "dev", name, "mode", "tap")
+	t.Cleanup(func() { exec.Command("ip", "link", "del", name).Run() })
+	require.True(t, tapPersistent(name))
+	l, err := OpenTAP(TAPOptions{Name: name, IPv4: netip.MustParseAddr("10.93.0.1")})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.True(t, tapPersistent(name), "closing the link must leave a persistent TAP in place")
+	require.False(t, tapPersistent("srt-no-such-if"))
+}
