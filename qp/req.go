@@ -43,7 +43,8 @@ type requester struct {
 	drainLimit  uint64
 	drainNotify bool
 
-	// scratch gathers the payload of a packet that spans several SGEs.
+	// scratch gathers the payload of a packet that spans several SGEs;
+	// gatherBuf allocates it on first use.
 	scratch []byte
 }
 
@@ -427,10 +428,10 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 		}
 		return b, true
 	}
-	if int(n) > len(q.req.scratch) {
+	buf := q.gatherBuf(n)
+	if buf == nil {
 		return nil, false
 	}
-	buf := q.req.scratch[:n]
 	for k := uint32(0); k < n; i, off = i+1, 0 {
 		if i == len(sgl) {
 			return nil, false

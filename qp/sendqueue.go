@@ -91,27 +91,51 @@ type sendQueue struct {
 func (s *sendQueue) at(i uint64) *sendWQE { return &s.ring[i%uint64(len(s.ring))] }
 func (s *sendQueue) len() int             { return int(s.prod - s.cons) }
 
-// initSend allocates the send queue and the requester's scratch buffer, so
-// that posting and transmitting do not allocate.
+// initSend allocates the send queue, so that posting does not allocate. The
+// WQEs' SGL and inline storage come from one block each, not one slice per
+// WQE: a simulation creates thousands of QPs with deep queues. The
+// requester's gather buffer is left to gatherBuf.
 func (q *QP) initSend() {
 	n := q.cfg.MaxSendWR
 	if n < 1 {
 		n = 1
 	}
 	q.sq.ring = make([]sendWQE, n)
+	sge := q.cfg.MaxSendSGE
+	var sgl []SGE
+	if sge > 0 {
+		sgl = make([]SGE, n*sge)
+	}
+	inl := q.cfg.MaxInline
+	var inline []byte
+	if inl > 0 {
+		inline = make([]byte, n*inl)
+	}
 	for i := range q.sq.ring {
 		w := &q.sq.ring[i]
-		w.sgl = make([]SGE, 0, q.cfg.MaxSendSGE)
-		if q.cfg.MaxInline > 0 {
-			w.inline = make([]byte, 0, q.cfg.MaxInline)
+		if sge > 0 {
+			w.sgl = sgl[i*sge : i*sge : (i+1)*sge]
+		}
+		if inl > 0 {
+			w.inline = inline[i*inl : i*inl : (i+1)*inl]
 		}
 	}
-	scratch := int(q.cfg.MaxMTU)
-	if scratch < 4096 {
-		scratch = 4096
-	}
-	q.req.scratch = make([]byte, scratch)
 	q.resetSend()
+}
+
+// gatherBuf returns n bytes of the requester's gather buffer, or nil when n
+// exceeds one packet's payload at the largest MTU the QP may use. The
+// buffer is allocated on first use, not with the QP: most QPs never send a
+// packet spanning several SGEs, and a simulation creates thousands.
+func (q *QP) gatherBuf(n uint32) []byte {
+	size := max(int(q.cfg.MaxMTU), 4096)
+	if int(n) > size {
+		return nil
+	}
+	if q.req.scratch == nil {
+		q.req.scratch = make([]byte, size)
+	}
+	return q.req.scratch[:n]
 }
 
 // resetSend returns the send side to its state after creation (RESET),

@@ -85,9 +85,14 @@ type Device struct {
 	qpList  []*QP // live QPs, for Tick and Deadline
 	qpNext  uint32
 
-	ready    []*QP // QPs that may have output, round-robin order
-	readyHd  int
-	earliest qp.Time // lower bound of every QP's deadline
+	ready   []*QP // QPs that may have output, round-robin order
+	readyHd int
+
+	// earliest is a lower bound of every live QP's deadline, exact (the
+	// deadline of minQP) unless dlStale. See noteDeadline.
+	earliest qp.Time
+	minQP    *QP
+	dlStale  bool
 
 	// Receive and transmit scratch, under mu.
 	rxFrame packet.Frame

@@ -160,11 +160,33 @@ func (d *Device) HasOutput() bool {
 	return d.readyLen() > 0
 }
 
-// noteDeadline lowers the device's earliest-deadline bound to x's deadline.
+// noteDeadline records x's deadline after a call into x that may have
+// changed it (every call but PostSend, PostRecv and Pending, which leave the
+// timers alone). The device keeps the earliest deadline and the QP holding
+// it, so Deadline need not scan every QP each time the simulator asks:
+// another QP's deadline moving cannot raise the minimum, and one falling
+// below it replaces it; only the holder's moving later, or its destruction,
+// makes Deadline scan again.
 func (d *Device) noteDeadline(x *QP) {
-	if dl := x.q.Deadline(); dl < d.earliest {
-		d.earliest = dl
+	dl := x.q.Deadline()
+	switch {
+	case dl < d.earliest:
+		d.earliest, d.minQP = dl, x
+	case x == d.minQP && dl != d.earliest:
+		d.dlStale = true
 	}
+}
+
+// scanDeadlines recomputes the earliest deadline from every live QP.
+func (d *Device) scanDeadlines() {
+	earliest := qp.Never
+	var holder *QP
+	for _, x := range d.qpList {
+		if dl := x.q.Deadline(); dl < earliest {
+			earliest, holder = dl, x
+		}
+	}
+	d.earliest, d.minQP, d.dlStale = earliest, holder, false
 }
 
 // Tick runs the timers of every QP whose deadline has passed (retransmit,
@@ -172,16 +194,19 @@ func (d *Device) noteDeadline(x *QP) {
 func (d *Device) Tick(now qp.Time) {
 	d.mu.Lock()
 	earliest := qp.Never
+	var holder *QP
 	for _, x := range d.qpList {
-		if x.q.Deadline() <= now {
+		dl := x.q.Deadline()
+		if dl <= now {
 			x.q.Tick(now)
 			d.markReady(x)
+			dl = x.q.Deadline()
 		}
-		if dl := x.q.Deadline(); dl < earliest {
-			earliest = dl
+		if dl < earliest {
+			earliest, holder = dl, x
 		}
 	}
-	d.earliest = earliest
+	d.earliest, d.minQP, d.dlStale = earliest, holder, false
 	d.mu.Unlock()
 	d.notify()
 }
@@ -190,14 +215,10 @@ func (d *Device) Tick(now qp.Time) {
 func (d *Device) Deadline() qp.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	earliest := qp.Never
-	for _, x := range d.qpList {
-		if dl := x.q.Deadline(); dl < earliest {
-			earliest = dl
-		}
+	if d.dlStale || (d.minQP != nil && d.minQP.dead) {
+		d.scanDeadlines()
 	}
-	d.earliest = earliest
-	return earliest
+	return d.earliest
 }
 
 // deadlineHint returns a lower bound of Deadline without scanning the QPs.
