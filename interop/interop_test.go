@@ -28,6 +28,7 @@ const (
 	stackIP  = "10.77.1.10" // softroce's address on its tap link
 	stackTap = "stk0"
 	suiteTTL = 12 * time.Minute
+	jumboMTU = 9000 // guest b's, the bridge's and (in jumbo cases) softroce's link MTU
 )
 
 type suite struct {
@@ -74,7 +75,9 @@ func TestInterop(t *testing.T) {
 	vmDir := t.TempDir()
 	cfgs := []VMConfig{
 		{Name: "a", Tap: "vma", IP: netip.MustParsePrefix("10.77.1.2/24"), MAC: "52:54:00:77:01:02", Dir: vmDir},
-		{Name: "b", Tap: "vmb", IP: netip.MustParsePrefix("10.77.1.3/24"), MAC: "52:54:00:77:01:03", Dir: vmDir},
+		// b has jumbo frames so that path MTU 4096 is possible against it
+		// (rxe's active MTU is the largest IB MTU below eth0's MTU).
+		{Name: "b", Tap: "vmb", IP: netip.MustParsePrefix("10.77.1.3/24"), MAC: "52:54:00:77:01:03", MTU: jumboMTU, Dir: vmDir},
 	}
 	vms := make([]*VM, len(cfgs))
 	errs := make([]error, len(cfgs))
@@ -116,6 +119,8 @@ func TestInterop(t *testing.T) {
 			perfCase("write", true, 64, 20, 0), perfCase("read", true, 64, 20, 0),
 			perfCase("send", true, 64, 20, 0),
 			perfCase("write", false, 4096, 50, 5), perfCase("read", false, 4096, 50, 5))
+		cases = append(cases, sweepCases()...)
+		cases = append(cases, lossCases()...)
 	} else {
 		t.Log("softroce has no perf command: its interop tests are left out")
 	}
@@ -150,6 +155,11 @@ func (s *suite) testReady(t *testing.T) {
 		require.Contains(t, r.Output, "PORT_ACTIVE")
 		require.Contains(t, r.Output, "RoCE v2")
 		require.Contains(t, r.Output, wireGID(vm.IP))
+		want := "1024"
+		if vm == s.b {
+			want = "4096" // eth0 MTU 9000
+		}
+		require.Regexp(t, `active_mtu:\s+`+want+` `, r.Output)
 		t.Logf("%s: ibv_devinfo in %v", vm.Name, r.Elapsed.Round(time.Millisecond))
 	}
 }
@@ -221,7 +231,7 @@ var totalRE = regexp.MustCompile(`# total: frames=(\d+) roce=(\d+) good=(\d+) ba
 
 // checkCapture stops c and runs `softroce decode` on it: every RoCE packet
 // must decode with a good ICRC, and there must be at least minRoCE of them.
-func (s *suite) checkCapture(t *testing.T, c *Capture, minRoCE int) {
+func (s *suite) checkCapture(t *testing.T, c *Capture, minRoCE int) string {
 	t.Helper()
 	require.NoError(t, c.Stop())
 	var out bytes.Buffer
@@ -237,6 +247,31 @@ func (s *suite) checkCapture(t *testing.T, c *Capture, minRoCE int) {
 	require.Equal(t, m[2], m[3], "every RoCE frame's ICRC good in %s", c.Path)
 	require.Equal(t, "0", m[4], "bad frames in %s", c.Path)
 	t.Logf("capture %s: frames=%s roce=%s good=%s", filepath.Base(c.Path), m[1], m[2], m[3])
+	return out.String()
+}
+
+// decodeLineRE picks, from one `softroce decode` line, the source and
+// destination addresses, the opcode, the QPN and the PSN.
+var decodeLineRE = regexp.MustCompile(`(?m)^\d+ \S+ ([^ ]+?)(?::\d+)? -> (\S+) (\S+) qpn=(\S+) psn=(\d+) `)
+
+// retransmissions counts the packets of a `softroce decode` listing that
+// repeat an earlier packet's source, destination, opcode, QPN and PSN:
+// resent requests and resent read responses. Acknowledgements are left out,
+// since a responder may acknowledge the same PSN again without any loss.
+func retransmissions(decoded string) int {
+	seen := map[string]bool{}
+	n := 0
+	for _, m := range decodeLineRE.FindAllStringSubmatch(decoded, -1) {
+		if strings.Contains(m[3], "ACKNOWLEDGE") {
+			continue
+		}
+		k := strings.Join(m[1:], " ")
+		if seen[k] {
+			n++
+		}
+		seen[k] = true
+	}
+	return n
 }
 
 // testGuestGuest runs a pingpong between the two guests (a server, b client):
@@ -260,7 +295,7 @@ func (s *suite) testGuestGuest(t *testing.T, tr string) {
 	require.NoError(t, err)
 	requirePingpongOK(t, "guest a "+prog+" server", sr, iters)
 	requirePingpongOK(t, "guest b "+prog+" client", cli, iters)
-	s.checkCapture(t, c, 2*iters)
+	_ = s.checkCapture(t, c, 2*iters)
 }
 
 // hostCase is one program pair for testSoftroce: the kernel-rxe program in
@@ -272,6 +307,11 @@ type hostCase struct {
 	host    []string                                 // softroce arguments, without link flags
 	check   func(t *testing.T, who string, r Result) // success of one side
 	minRoCE int                                      // RoCE frames the capture must hold
+	jumbo   bool                                     // path MTU 4096: guest b (MTU 9000), softroce --mtu 9000
+	// retxRole is softroce's role ("client", "server") in which the
+	// capture must show resent packets: the lossy side sends the data.
+	// "any" only logs their number; "" neither.
+	retxRole string
 }
 
 func pingpongCase(tr string) hostCase {
@@ -286,25 +326,61 @@ func pingpongCase(tr string) hostCase {
 }
 
 // perfCase is perftest's ib_<verb>_bw (or _lat) against
-// `softroce perf <verb>` (--lat). loss > 0 makes both senders lose that
-// percentage of their frames: netem on the guest's eth0, --fault on
-// softroce, so retransmission and NAK handling must interoperate.
+// `softroce perf <verb>` (--lat), at path MTU 1024 with guest a.
+// loss > 0 makes both senders lose that percentage of their frames: netem
+// on the guest's eth0, --fault on softroce, so retransmission and NAK
+// handling must interoperate.
 func perfCase(verb string, lat bool, size, iters int, loss int) hostCase {
+	return perfSpec{verb: verb, lat: lat, size: size, iters: iters, fault: loss, netem: loss}.hostCase()
+}
+
+// perfSpec is one perftest-against-softroce perf case.
+type perfSpec struct {
+	verb        string
+	lat         bool
+	size, iters int
+	pathMTU     int // -m on both sides; 0: the default (1024) and no flag; 4096 needs the jumbo guest
+	fault       int // percent loss on softroce's sends (--fault)
+	netem       int // percent loss on the guest's sends (netem)
+	name        string
+}
+
+func (p perfSpec) hostCase() hostCase {
+	verb, size, iters := p.verb, p.size, p.iters
 	kind, name := "bw", "perf_"+verb
 	host := []string{"perf", verb, "-x", "1", "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
-	if lat {
+	if p.lat {
 		kind, name = "lat", name+"_lat"
 		host = append(host, "--lat")
 	}
-	guest := fmt.Sprintf("ib_%s_%s -d rxe0 -x 1 -F -s %d -n %d {peer}", verb, kind, size, iters)
-	if loss > 0 {
-		name += fmt.Sprintf("_loss%d", loss)
-		host = append(host, "--fault", fmt.Sprintf("loss=%d%%,seed=7", loss))
+	guest := fmt.Sprintf("ib_%s_%s -d rxe0 -x 1 -F -s %d -n %d", verb, kind, size, iters)
+	jumbo := false
+	if p.pathMTU != 0 {
+		host = append(host, "-m", strconv.Itoa(p.pathMTU))
+		guest += fmt.Sprintf(" -m %d", p.pathMTU)
+		jumbo = p.pathMTU > 1024
+	}
+	guest += " {peer}"
+	switch {
+	case p.fault > 0 && p.fault == p.netem:
+		name += fmt.Sprintf("_loss%d", p.fault)
+	case p.fault > 0:
+		name += fmt.Sprintf("_fault%d", p.fault)
+	case p.netem > 0:
+		name += fmt.Sprintf("_netem%d", p.netem)
+	}
+	if p.fault > 0 {
+		host = append(host, "--fault", fmt.Sprintf("loss=%d%%,seed=7", p.fault))
+	}
+	if p.netem > 0 {
 		// Scripts run under bash, so iproute2's tc is used, not busybox's.
-		guest = fmt.Sprintf("tc qdisc replace dev eth0 root netem loss %d%% || exit 99\n%s; rc=$?\ntc qdisc del dev eth0 root\nexit $rc", loss, guest)
+		guest = fmt.Sprintf("tc qdisc replace dev eth0 root netem loss %d%% || exit 99\n%s; rc=$?\ntc qdisc del dev eth0 root\nexit $rc", p.netem, guest)
+	}
+	if p.name != "" {
+		name = p.name
 	}
 	check := func(t *testing.T, who string, r Result) { requirePerfOK(t, who, r, size, iters) }
-	if lat && (verb == "read" || verb == "atomic") {
+	if p.lat && (verb == "read" || verb == "atomic") {
 		// read_lat.c's and atomic_lat.c's server only serves the client's
 		// requests and waits for it to close: it measures nothing and
 		// prints no result row, so it must just exit 0 after connecting.
@@ -319,13 +395,69 @@ func perfCase(verb string, lat bool, size, iters int, loss int) hostCase {
 			t.Logf("%s: served, %v wall", who, r.Elapsed.Round(time.Millisecond))
 		}
 	}
-	return hostCase{
+	hc := hostCase{
 		name:    name,
 		guest:   guest,
 		host:    host,
 		check:   check,
 		minRoCE: iters,
+		jumbo:   jumbo,
 	}
+	if p.fault > 0 || p.netem > 0 {
+		hc.retxRole = "any"
+	}
+	// Data flows from the requester for write, from the responder for read;
+	// softroce is the requester as the client. With 10 % loss on 30
+	// four-packet messages, some data packet is lost for any seed but a
+	// vanishingly unlikely one (0.9^120).
+	dataFromClient := verb == "write"
+	switch {
+	case p.fault >= 10 && p.netem == 0 && dataFromClient:
+		hc.retxRole = "client"
+	case p.fault >= 10 && p.netem == 0:
+		hc.retxRole = "server"
+	case p.netem >= 10 && p.fault == 0 && dataFromClient:
+		hc.retxRole = "server"
+	case p.netem >= 10 && p.fault == 0:
+		hc.retxRole = "client"
+	}
+	return hc
+}
+
+// sweepSizes are the message sizes of the MTU-boundary sweep: below, at and
+// above one packet at path MTU 1024, one 4096 packet, and many packets.
+var sweepSizes = []int{1, 3, 1023, 1024, 1025, 4096, 65536, 1 << 20}
+
+// sweepCases are ib_send_bw against softroce perf send for every sweep size
+// at path MTU 1024 (guest a, MTU 1500) and 4096 (guest b, MTU 9000).
+// Counts stay small so that each run takes about a second under TCG.
+func sweepCases() []hostCase {
+	var cs []hostCase
+	for _, mtu := range []int{1024, 4096} {
+		for _, size := range sweepSizes {
+			iters := 10
+			if size >= 1<<20 {
+				iters = 5
+			}
+			cs = append(cs, perfSpec{verb: "send", size: size, iters: iters, pathMTU: mtu,
+				name: fmt.Sprintf("sweep_send_m%d_s%d", mtu, size)}.hostCase())
+		}
+	}
+	return cs
+}
+
+// lossCases are write and read bandwidth runs with 2 % and 10 % loss on one
+// side at a time: softroce's own fault injection, then netem in the guest.
+func lossCases() []hostCase {
+	var cs []hostCase
+	for _, verb := range []string{"write", "read"} {
+		for _, pct := range []int{2, 10} {
+			cs = append(cs,
+				perfSpec{verb: verb, size: 4096, iters: 30, fault: pct}.hostCase(),
+				perfSpec{verb: verb, size: 4096, iters: 30, netem: pct}.hostCase())
+		}
+	}
+	return cs
 }
 
 // perfRowRE is perftest's result row: bytes, iterations, then the
@@ -354,11 +486,16 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	c := s.capture(t, fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name))
 	hostArgs := append([]string{}, hc.host...)
 	hostArgs = append(hostArgs, "--link", link)
+	vm, mtu := s.a, 1500
+	if hc.jumbo {
+		vm, mtu = s.b, jumboMTU
+		hostArgs = append(hostArgs, "--mtu", strconv.Itoa(mtu))
+	}
 	switch link {
 	case "udp":
 		hostArgs = append(hostArgs, "--addr", s.net.Host.Addr().String())
 	case "tap":
-		require.NoError(t, s.net.EnsureTap(s.ctx, stackTap, 1500))
+		require.NoError(t, s.net.EnsureTap(s.ctx, stackTap, mtu))
 		hostArgs = append(hostArgs, "--tap", stackTap, "--addr", stackIP)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 45*time.Second)
@@ -386,13 +523,13 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	}
 	if role == "client" {
 		// Guest server, softroce client.
-		job, err := s.a.Start(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", ""), 40*time.Second)
+		job, err := vm.Start(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", ""), 40*time.Second)
 		require.NoError(t, err)
 		defer job.Kill()
-		r, err := s.a.Run(s.ctx, waitListenScript, 30*time.Second)
+		r, err := vm.Run(s.ctx, waitListenScript, 30*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, 0, r.Status, "guest server never listened")
-		host, err := runHost(s.a.IP.String())
+		host, err := runHost(vm.IP.String())
 		require.NoError(t, err)
 		if host.Status != 0 {
 			job.Kill()
@@ -422,7 +559,7 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 			}
 			require.True(t, time.Now().Before(deadline), "softroce server never listened")
 		}
-		cli, err := s.a.Run(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), 40*time.Second)
+		cli, err := vm.Run(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), 40*time.Second)
 		require.NoError(t, err)
 		if cli.Status != 0 {
 			cancel() // no point waiting for the server's timeout
@@ -433,7 +570,14 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		hc.check(t, guestName+" client", cli)
 		hc.check(t, "softroce "+hc.host[0]+" server", h.r)
 	}
-	s.checkCapture(t, c, hc.minRoCE)
+	decoded := s.checkCapture(t, c, hc.minRoCE)
+	retx := retransmissions(decoded)
+	if hc.retxRole != "" {
+		t.Logf("retransmitted packets in the capture: %d", retx)
+	}
+	if hc.retxRole == role {
+		require.Positive(t, retx, "10 %% loss on the data sender, yet no packet was resent")
+	}
 }
 
 // logOnFailure logs both sides' whole output if the test fails.

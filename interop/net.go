@@ -47,6 +47,9 @@ func NewNet(ctx context.Context, ns string, host netip.Prefix) (*Net, error) {
 		// its own, so TAPs coming and going (softroce's tap link) would change
 		// the host's MAC under the guests' ARP caches.
 		{"ip", "link", "set", Bridge, "address", "02:00:00:00:00:01"},
+		// Jumbo frames for the guests and TAPs that have them; a bridge keeps
+		// an MTU set by hand instead of following its smallest port.
+		{"ip", "link", "set", Bridge, "mtu", "9000"},
 		{"ip", "addr", "add", host.String(), "dev", Bridge},
 		{"ip", "link", "set", Bridge, "up"},
 		// Without this, frames from the host's own UDP socket (softroce's
@@ -82,15 +85,18 @@ func (n *Net) AddTap(ctx context.Context, name string, mtu int) error {
 	return nil
 }
 
-// EnsureTap adds TAP name (as AddTap) unless it exists. softroce's tap link
-// clears a TAP's persist flag (water sets TUNSETPERSIST to its Persist
-// option, false), so the TAP vanishes when softroce exits and each run needs
-// it again.
+// EnsureTap adds TAP name (as AddTap) unless it exists, and sets its MTU.
+// softroce's tap link clears a TAP's persist flag (water sets TUNSETPERSIST
+// to its Persist option, false), so the TAP vanishes when softroce exits and
+// each run needs it again.
 func (n *Net) EnsureTap(ctx context.Context, name string, mtu int) error {
-	if err := n.run(ctx, "ip", "link", "show", name); err == nil {
-		return nil
+	if err := n.run(ctx, "ip", "link", "show", name); err != nil {
+		return n.AddTap(ctx, name, mtu)
 	}
-	return n.AddTap(ctx, name, mtu)
+	if mtu == 0 {
+		mtu = 1500
+	}
+	return n.run(ctx, "ip", "link", "set", name, "mtu", fmt.Sprint(mtu))
 }
 
 // Command returns a command that runs inside the namespace. The process is
