@@ -117,7 +117,9 @@ func TestInterop(t *testing.T) {
 			perfCase("write", false, 4096, 20, 0), perfCase("read", false, 4096, 20, 0),
 			perfCase("send", false, 4096, 20, 0), perfCase("atomic", false, 8, 20, 0),
 			perfCase("write", true, 64, 20, 0), perfCase("read", true, 64, 20, 0),
-			perfCase("send", true, 64, 20, 0),
+			perfCase("send", true, 64, 20, 0), perfCase("atomic", true, 8, 20, 0),
+			perfSpec{verb: "atomic", size: 8, iters: 20, atomicOp: "CMP_AND_SWAP"}.hostCase(),
+			perfSpec{verb: "atomic", lat: true, size: 8, iters: 20, atomicOp: "CMP_AND_SWAP"}.hostCase(),
 			perfCase("write", false, 4096, 50, 5), perfCase("read", false, 4096, 50, 5))
 		cases = append(cases, sweepCases()...)
 		cases = append(cases, lossCases()...)
@@ -339,9 +341,10 @@ type perfSpec struct {
 	verb        string
 	lat         bool
 	size, iters int
-	pathMTU     int // -m on both sides; 0: the default (1024) and no flag; 4096 needs the jumbo guest
-	fault       int // percent loss on softroce's sends (--fault)
-	netem       int // percent loss on the guest's sends (netem)
+	pathMTU     int    // -m on both sides; 0: the default (1024) and no flag; 4096 needs the jumbo guest
+	fault       int    // percent loss on softroce's sends (--fault)
+	netem       int    // percent loss on the guest's sends (netem)
+	atomicOp    string // -A for atomics: "" (perftest's default, FETCH_AND_ADD) or CMP_AND_SWAP
 	name        string
 }
 
@@ -359,6 +362,11 @@ func (p perfSpec) hostCase() hostCase {
 		host = append(host, "-m", strconv.Itoa(p.pathMTU))
 		guest += fmt.Sprintf(" -m %d", p.pathMTU)
 		jumbo = p.pathMTU > 1024
+	}
+	if p.atomicOp != "" {
+		host = append(host, "-A", p.atomicOp)
+		guest += " -A " + p.atomicOp
+		name += "_" + strings.ToLower(p.atomicOp)
 	}
 	guest += " {peer}"
 	switch {
