@@ -36,6 +36,7 @@ type suite struct {
 	net      *Net
 	a, b     *VM
 	softroce string // built softroce binary
+	libDir   string // built drop-in libibverbs.so.1 ("" when it could not be built)
 	outDir   string
 }
 
@@ -66,6 +67,7 @@ func TestInterop(t *testing.T) {
 	build := exec.CommandContext(ctx, "go", "build", "-o", s.softroce, "../cmd/softroce")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "build softroce: %s", out)
+	s.libDir = buildDropIn(t, ctx)
 
 	s.net, err = NewNet(ctx, nsName, netip.MustParsePrefix(hostAddr))
 	require.NoError(t, err)
@@ -126,6 +128,9 @@ func TestInterop(t *testing.T) {
 	} else {
 		t.Log("softroce has no perf command: its interop tests are left out")
 	}
+	if s.libDir != "" {
+		cases = append(cases, dropInCases()...)
+	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {
@@ -184,6 +189,8 @@ func pingpongArgs(tr string) (prog string, size, iters int) {
 		return "ibv_uc_pingpong", 2048, 5
 	case "ud":
 		return "ibv_ud_pingpong", 512, 5
+	case "srq":
+		return "ibv_srq_pingpong", 4096, 5
 	default:
 		return "ibv_rc_pingpong", 4096, 5
 	}
@@ -304,9 +311,12 @@ func (s *suite) testGuestGuest(t *testing.T, tr string) {
 // the guest and the softroce subcommand on the host, both without the peer
 // address, and how to tell that each side succeeded.
 type hostCase struct {
-	name    string
-	guest   string                                   // guest script; {peer} stands for the server's address ("" in the server)
-	host    []string                                 // softroce arguments, without link flags
+	name  string
+	guest string   // guest script; {peer} stands for the server's address ("" in the server)
+	host  []string // softroce arguments, without link flags
+	// dropIn, when set, is an unmodified Debian program that softroce runs
+	// with its drop-in libibverbs.so.1 (`softroce run`) instead of host.
+	dropIn  []string
 	check   func(t *testing.T, who string, r Result) // success of one side
 	minRoCE int                                      // RoCE frames the capture must hold
 	jumbo   bool                                     // path MTU 4096: guest b (MTU 9000), softroce --mtu 9000
@@ -506,6 +516,12 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		require.NoError(t, s.net.EnsureTap(s.ctx, stackTap, mtu))
 		hostArgs = append(hostArgs, "--tap", stackTap, "--addr", stackIP)
 	}
+	if hc.dropIn != nil {
+		// run's own flags come before the program; the socket is one no
+		// daemon serves, so run starts a private device with these flags.
+		hostArgs = append(hostArgs, "--socket", filepath.Join(t.TempDir(), "none.sock"), "--lib", s.libDir, "--")
+		hostArgs = append(hostArgs, hc.dropIn...)
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 45*time.Second)
 	defer cancel()
 	runHost := func(extra ...string) (Result, error) {
@@ -545,7 +561,7 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		sr, err := job.Wait()
 		require.NoError(t, err)
 		logOnFailure(t, host, sr)
-		hc.check(t, "softroce "+hc.host[0]+" client", host)
+		hc.check(t, hc.hostName()+" client", host)
 		hc.check(t, guestName+" server", sr)
 	} else {
 		// softroce server, guest client.
@@ -576,7 +592,7 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		require.NoError(t, h.err)
 		logOnFailure(t, h.r, cli)
 		hc.check(t, guestName+" client", cli)
-		hc.check(t, "softroce "+hc.host[0]+" server", h.r)
+		hc.check(t, hc.hostName()+" server", h.r)
 	}
 	decoded := s.checkCapture(t, c, hc.minRoCE)
 	retx := retransmissions(decoded)
