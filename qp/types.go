@@ -336,6 +336,6 @@ const (
 	EventQPAccessErr      EventType = 3
 	EventCommEst          EventType = 4
 	EventSQDrained        EventType = 5
-	EventSRQLimitReached  EventType = 17
-	EventQPLastWQEReached EventType = 19
+	EventSRQLimitReached  EventType = 15
+	EventQPLastWQEReached EventType = 16
 )
