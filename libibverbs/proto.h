@@ -1,30 +1,85 @@
-/* proto.h: the control protocol between libibverbs.so.1 and the softroce
- * daemon, over a Unix stream socket. The Go side is cmd/softroce/daemon.go;
- * the two must change together.
+/* proto.h: the protocol between libibverbs.so.1 and the softroce daemon, over
+ * a Unix stream socket (one per ibv_context; the device list uses a short-lived
+ * one). The Go side is cmd/softroce/daemon_proto.go; the two must change
+ * together (TestWireStructSizes compares the sizes).
  *
- * A request is a struct sr_req; the answer is a struct sr_resp_hdr followed by
- * len bytes: one of the packed structs below, or nothing when status (an errno
- * value) is not 0. Integers are little-endian, GUIDs and GIDs in network order.
+ * Framing. A request is a struct sr_hdr {op, len} followed by len bytes of
+ * body; the answer is a struct sr_hdr {status, len} followed by len bytes.
+ * status is 0 or an errno value; a failed answer may still carry a body where
+ * the op says so (POST_*: struct sr_post_resp). File descriptors travel as
+ * SCM_RIGHTS on the header's sendmsg: REG_MR's memfds from the library, the
+ * eventfds of ASYNC_FD and CREATE_COMP_CHANNEL from the daemon. Calls on one
+ * socket are strictly one at a time.
+ *
+ * Encoding. Little-endian integers, packed structs; GUIDs and GIDs in network
+ * order; imm_data as the program gave it (network order). "handle" is the
+ * daemon's name for an object, unique per connection; SR_NONE is "no object".
+ * Enum values (access flags, QP types, states, attribute masks, WR and WC
+ * opcodes, WC status and flags, event types) are libibverbs' own.
  */
 #ifndef SOFTROCE_PROTO_H
 #define SOFTROCE_PROTO_H
 
 #include <stdint.h>
 
+#define SR_NONE 0xffffffffu
+#define SR_MAX_BODY (1u << 20) /* largest body either side accepts */
+#define SR_MAX_MR_PIECES 64    /* memfd pieces (and fds) per REG_MR */
+
 enum sr_op {
-	SR_OP_LIST = 1,         /* -> n x struct sr_dev_entry */
-	SR_OP_QUERY_DEVICE = 2, /* dev -> struct sr_device_attr */
-	SR_OP_QUERY_PORT = 3,   /* dev, port -> struct sr_port_attr */
-	SR_OP_QUERY_GID = 4,    /* dev, port, index -> struct sr_gid */
-	SR_OP_QUERY_PKEY = 5,   /* dev, port, index -> uint16_t pkey */
+	/* queries: body struct sr_query */
+	SR_OP_LIST = 1,         /* (no body) -> n x struct sr_dev_entry */
+	SR_OP_QUERY_DEVICE = 2, /* -> struct sr_device_attr */
+	SR_OP_QUERY_PORT = 3,   /* port -> struct sr_port_attr */
+	SR_OP_QUERY_GID = 4,    /* port, index -> struct sr_gid */
+	SR_OP_QUERY_PKEY = 5,   /* port, index -> uint16_t pkey */
+
+	SR_OP_ASYNC_FD = 10,        /* -> (no body) + 1 fd: the async eventfd */
+	SR_OP_GET_ASYNC_EVENT = 11, /* -> struct sr_async_event, EAGAIN if none */
+
+	SR_OP_ALLOC_PD = 20,   /* -> struct sr_handle */
+	SR_OP_DEALLOC_PD = 21, /* struct sr_handle */
+
+	SR_OP_REG_MR = 30,   /* struct sr_reg_mr + pieces + fds -> struct sr_mr */
+	SR_OP_DEREG_MR = 31, /* struct sr_handle */
+
+	SR_OP_CREATE_COMP_CHANNEL = 40,  /* -> struct sr_handle + 1 fd (eventfd) */
+	SR_OP_DESTROY_COMP_CHANNEL = 41, /* struct sr_handle */
+	SR_OP_GET_CQ_EVENT = 42,         /* struct sr_handle (channel) -> struct sr_handle (cq), EAGAIN if none */
+
+	SR_OP_CREATE_CQ = 50,     /* struct sr_create_cq -> struct sr_cq */
+	SR_OP_DESTROY_CQ = 51,    /* struct sr_handle -> struct sr_destroy_cq_resp */
+	SR_OP_RESIZE_CQ = 52,     /* struct sr_resize_cq -> struct sr_cq */
+	SR_OP_POLL_CQ = 53,       /* struct sr_poll_cq -> n x struct sr_wc (n <= max) */
+	SR_OP_REQ_NOTIFY_CQ = 54, /* struct sr_req_notify */
+
+	SR_OP_CREATE_QP = 60,  /* struct sr_create_qp -> struct sr_qp */
+	SR_OP_MODIFY_QP = 61,  /* struct sr_modify_qp */
+	SR_OP_QUERY_QP = 62,   /* struct sr_handle -> struct sr_query_qp_resp */
+	SR_OP_DESTROY_QP = 63, /* struct sr_handle -> struct sr_destroy_qp_resp */
+	SR_OP_POST_SEND = 64,  /* struct sr_post + WRs -> struct sr_post_resp */
+	SR_OP_POST_RECV = 65,  /* struct sr_post + WRs -> struct sr_post_resp */
+
+	SR_OP_CREATE_SRQ = 70,    /* struct sr_create_srq -> struct sr_srq */
+	SR_OP_MODIFY_SRQ = 71,    /* struct sr_modify_srq */
+	SR_OP_QUERY_SRQ = 72,     /* struct sr_handle -> struct sr_srq */
+	SR_OP_DESTROY_SRQ = 73,   /* struct sr_handle -> struct sr_destroy_srq_resp */
+	SR_OP_POST_SRQ_RECV = 74, /* struct sr_post (handle = srq) + WRs -> struct sr_post_resp */
+
+	SR_OP_CREATE_AH = 80,  /* struct sr_create_ah -> struct sr_handle */
+	SR_OP_DESTROY_AH = 81, /* struct sr_handle */
 };
 
-struct sr_req {
-	uint32_t op, dev, port, index;
+struct sr_hdr {
+	uint32_t op_or_status, len;
 } __attribute__((packed));
 
-struct sr_resp_hdr {
-	uint32_t status, len;
+struct sr_query {
+	uint32_t dev, port, index;
+} __attribute__((packed));
+
+struct sr_handle {
+	uint32_t handle;
 } __attribute__((packed));
 
 struct sr_dev_entry {
@@ -67,10 +122,196 @@ struct sr_gid {
 	uint32_t type;
 } __attribute__((packed));
 
+/* Asynchronous events. element is the handle of the QP, CQ or SRQ the event
+ * is about (kind says which), or the port number for port events. */
+enum sr_elem_kind {
+	SR_ELEM_NONE = 0,
+	SR_ELEM_QP = 1,
+	SR_ELEM_CQ = 2,
+	SR_ELEM_SRQ = 3,
+	SR_ELEM_PORT = 4,
+};
+
+struct sr_async_event {
+	uint32_t event_type, kind, element;
+} __attribute__((packed));
+
+/* Memory regions. The library moves the pages of [addr, addr+length) (rounded
+ * out to pages) into memfds mapped MAP_SHARED at the same addresses, so the
+ * daemon maps the very same pages: no copies, and atomics are real atomics on
+ * the program's memory. A REG_MR lists the pieces covering the rounded range
+ * in address order; piece i uses the i-th fd sent with the request. */
+struct sr_reg_mr {
+	uint32_t pd, access;
+	uint64_t addr, length, iova;
+	uint32_t npieces, pad;
+	/* then npieces x struct sr_mr_piece */
+} __attribute__((packed));
+
+struct sr_mr_piece {
+	uint64_t vaddr;  /* page-aligned start in the program */
+	uint64_t len;    /* page multiple */
+	uint64_t offset; /* into the memfd, page-aligned */
+} __attribute__((packed));
+
+struct sr_mr {
+	uint32_t handle, lkey, rkey;
+} __attribute__((packed));
+
+/* Completion queues. */
+struct sr_create_cq {
+	uint32_t cqe;
+	uint32_t channel; /* comp channel handle or SR_NONE */
+	uint32_t comp_vector;
+} __attribute__((packed));
+
+struct sr_cq {
+	uint32_t handle, cqe; /* cqe: the depth granted */
+} __attribute__((packed));
+
+struct sr_resize_cq {
+	uint32_t handle, cqe;
+} __attribute__((packed));
+
+struct sr_destroy_cq_resp {
+	uint32_t comp_events, async_events; /* delivered, for ibv_ack_* accounting */
+} __attribute__((packed));
+
+struct sr_poll_cq {
+	uint32_t handle, max;
+} __attribute__((packed));
+
+struct sr_wc {
+	uint64_t wr_id;
+	uint32_t status, opcode, vendor_err, byte_len;
+	uint32_t imm_data; /* or the invalidated rkey */
+	uint32_t qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits, pad[2];
+} __attribute__((packed));
+
+struct sr_req_notify {
+	uint32_t handle, solicited_only;
+} __attribute__((packed));
+
+/* Queue pairs. */
+struct sr_qp_cap {
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+} __attribute__((packed));
+
+struct sr_create_qp {
+	uint32_t pd, send_cq, recv_cq, srq; /* srq: SR_NONE for none */
+	uint32_t qp_type, sq_sig_all;
+	struct sr_qp_cap cap;
+} __attribute__((packed));
+
+struct sr_qp {
+	uint32_t handle, qp_num;
+	struct sr_qp_cap cap; /* granted */
+} __attribute__((packed));
+
+struct sr_ah_attr {
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index, hop_limit, traffic_class, is_global;
+	uint16_t dlid;
+	uint8_t sl, src_path_bits, static_rate, port_num, pad[2];
+} __attribute__((packed));
+
+struct sr_qp_attr {
+	uint32_t qp_state, cur_qp_state, path_mtu, path_mig_state;
+	uint32_t qkey, rq_psn, sq_psn, dest_qp_num;
+	uint32_t qp_access_flags;
+	struct sr_qp_cap cap;
+	struct sr_ah_attr ah_attr;
+	uint16_t pkey_index;
+	uint8_t en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic;
+	uint8_t min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, pad;
+} __attribute__((packed));
+
+struct sr_modify_qp {
+	uint32_t handle, mask; /* mask: enum ibv_qp_attr_mask */
+	struct sr_qp_attr attr;
+} __attribute__((packed));
+
+struct sr_query_qp_resp {
+	struct sr_qp_attr attr;
+	struct sr_create_qp init; /* pd..srq are handles; cap as granted */
+} __attribute__((packed));
+
+struct sr_destroy_qp_resp {
+	uint32_t events_reported;
+} __attribute__((packed));
+
+/* Posting. A POST_SEND body is struct sr_post, then nwr x (struct sr_send_wr,
+ * num_sge x struct sr_sge, inline_len bytes). For IBV_SEND_INLINE the library
+ * gathers the data itself: num_sge is 0 and the bytes follow. A POST_RECV or
+ * POST_SRQ_RECV body is struct sr_post, then nwr x (struct sr_recv_wr,
+ * num_sge x struct sr_sge). The answer always carries struct sr_post_resp;
+ * on failure status is the errno and bad is the index of the first WR not
+ * posted (the ones before it were). */
+struct sr_post {
+	uint32_t handle, nwr;
+} __attribute__((packed));
+
+struct sr_sge {
+	uint64_t addr;
+	uint32_t length, lkey;
+} __attribute__((packed));
+
+struct sr_send_wr {
+	uint64_t wr_id;
+	uint32_t opcode, send_flags, imm_data, invalidate_rkey;
+	uint32_t num_sge, inline_len;
+	uint64_t remote_addr;
+	uint32_t rkey, pad;
+	uint64_t compare_add, swap;
+	uint32_t ah, remote_qpn, remote_qkey, pad2; /* UD */
+} __attribute__((packed));
+
+struct sr_recv_wr {
+	uint64_t wr_id;
+	uint32_t num_sge, pad;
+} __attribute__((packed));
+
+struct sr_post_resp {
+	uint32_t bad;
+} __attribute__((packed));
+
+/* Shared receive queues. */
+struct sr_create_srq {
+	uint32_t pd, max_wr, max_sge, srq_limit;
+} __attribute__((packed));
+
+struct sr_srq {
+	uint32_t handle, max_wr, max_sge, srq_limit;
+} __attribute__((packed));
+
+struct sr_modify_srq {
+	uint32_t handle, mask, max_wr, srq_limit; /* mask: enum ibv_srq_attr_mask */
+} __attribute__((packed));
+
+struct sr_destroy_srq_resp {
+	uint32_t events_reported;
+} __attribute__((packed));
+
+/* Address handles. */
+struct sr_create_ah {
+	uint32_t pd;
+	struct sr_ah_attr attr;
+} __attribute__((packed));
+
 /* client.c */
 int sr_connect(void);
-int sr_call(int fd, uint32_t op, uint32_t dev, uint32_t port, uint32_t index,
-	    void *out, uint32_t outlen);
+/* sr_call sends op with body (and nfds fds) and reads the answer's body into
+ * out. With got NULL the body must be exactly outlen bytes (on failure: empty
+ * or exactly outlen); with got set it may be shorter and *got is its length.
+ * A longer body is EPROTO. One fd the daemon sends lands in *fd_out (or is
+ * closed when fd_out is NULL). Returns 0 or an errno value (the daemon's,
+ * EPROTO for a malformed answer, EPIPE when the daemon is gone). */
+int sr_call(int fd, uint32_t op, const void *body, uint32_t len,
+	    const int *fds, int nfds, void *out, uint32_t outlen,
+	    uint32_t *got, int *fd_out);
 int sr_call_list(int fd, struct sr_dev_entry **out, int *n);
 
 #endif

@@ -1,0 +1,256 @@
+package main
+
+// daemon_conn.go: one client connection, which is one ibv_context of a
+// program. The connection names the objects it creates by handles of its
+// own, so that a program can reach only what it created, and it destroys
+// them all when the program goes away, crashed or not.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"syscall"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// conn is the daemon's side of one connection.
+type conn struct {
+	d *daemon
+	w *wire
+	// outFD is the descriptor to send with the current answer, or -1.
+	outFD int
+
+	// mu guards the tables and the event queues: the serve goroutine
+	// holds it for a whole call, event goroutines briefly.
+	mu    sync.Mutex
+	next  uint32 // last handle given out
+	pds   map[uint32]*verbsapi.PD
+	mrs   map[uint32]*connMR
+	chans map[uint32]*connChan
+	cqs   map[uint32]*connCQ
+	qps   map[uint32]*connQP
+	srqs  map[uint32]*connSRQ
+	ahs   map[uint32]*verbsapi.AH
+	async eventQueue[wireAsyncEvent]
+
+	// Scratch for the data path, reused from call to call.
+	wcs    []verbsapi.WC
+	sges   []verbsapi.SGE
+	sendWR verbsapi.SendWR
+	recvWR verbsapi.RecvWR
+}
+
+type connMR struct {
+	mr  *verbsapi.MR
+	mem *mrMapping
+}
+
+type connCQ struct {
+	cq          *verbsapi.CQ
+	channel     uint32 // comp channel handle, or srNone
+	compEvents  uint32 // delivered by GET_CQ_EVENT
+	asyncEvents uint32 // delivered by GET_ASYNC_EVENT
+}
+
+type connQP struct {
+	qp     *verbsapi.QP
+	init   wireCreateQP // handles and granted caps, for QUERY_QP
+	events uint32       // async events delivered
+}
+
+type connSRQ struct {
+	srq    *verbsapi.SRQ
+	events uint32 // async events delivered
+}
+
+func newConn(d *daemon, uc *net.UnixConn) *conn {
+	return &conn{
+		d: d, w: newWire(uc), outFD: -1,
+		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, chans: map[uint32]*connChan{},
+		cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{}, srqs: map[uint32]*connSRQ{},
+		ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),
+	}
+}
+
+// handle returns a new handle. Handles grow from 1 and are not reused
+// (2^32 - 2 objects per connection), so a stale handle names nothing
+// rather than a newer object; 0 is never given out, nor SR_NONE.
+func (c *conn) handle() uint32 {
+	c.next++
+	if c.next == srNone {
+		c.next = 1
+	}
+	return c.next
+}
+
+// serve answers one client's calls until it hangs up or breaks the framing,
+// then destroys what the client left.
+func (d *daemon) serve(uc *net.UnixConn) {
+	c := newConn(d, uc)
+	defer c.cleanup()
+	var r request
+	for {
+		if err := c.w.read(&r); err != nil {
+			return
+		}
+		errno, err := c.run(&r)
+		// Descriptors are only ever borrowed: REG_MR maps them, nobody
+		// keeps them.
+		r.closeFDs()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "softroce daemon: dropping a client: %v\n", err)
+			return
+		}
+		fd := c.outFD
+		if errno != 0 {
+			fd = -1
+			if !carriesPostResp(r.op) {
+				c.w.reset()
+			}
+		}
+		if err := c.w.send(errno, fd); err != nil {
+			return
+		}
+	}
+}
+
+// run runs one call under c.mu. A panic in a handler is a daemon bug; it
+// costs the one client its connection (and its objects), not the daemon.
+func (c *conn) run(r *request) (errno syscall.Errno, err error) {
+	c.w.reset()
+	c.outFD = -1
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("op %d: panic: %v\n%s", r.op, p, debug.Stack())
+		}
+	}()
+	return c.call(r), nil
+}
+
+// carriesPostResp reports whether op's answer has a body even on failure.
+func carriesPostResp(op uint32) bool {
+	return op == opPostSend || op == opPostRecv || op == opPostSRQRecv
+}
+
+// call runs one request, appending the answer body to c.w. Called with
+// c.mu held.
+func (c *conn) call(r *request) syscall.Errno {
+	if r.truncated || (len(r.fds) > 0 && r.op != opRegMR) {
+		return syscall.EINVAL
+	}
+	b := r.body
+	switch r.op {
+	case opList, opQueryDevice, opQueryPort, opQueryGID, opQueryPKey:
+		return c.query(r.op, b)
+	case opAsyncFD:
+		return c.asyncFD(b)
+	case opGetAsyncEvent:
+		return c.getAsyncEvent(b)
+	case opAllocPD:
+		return c.allocPD(b)
+	case opDeallocPD:
+		return c.deallocPD(b)
+	case opRegMR:
+		return c.regMR(b, r.fds)
+	case opDeregMR:
+		return c.deregMR(b)
+	case opCreateCompChannel:
+		return c.createCompChannel(b)
+	case opDestroyCompChannel:
+		return c.destroyCompChannel(b)
+	case opGetCQEvent:
+		return c.getCQEvent(b)
+	case opCreateCQ:
+		return c.createCQ(b)
+	case opDestroyCQ:
+		return c.destroyCQ(b)
+	case opResizeCQ:
+		return c.resizeCQ(b)
+	case opPollCQ:
+		return c.pollCQ(b)
+	case opReqNotifyCQ:
+		return c.reqNotifyCQ(b)
+	case opCreateQP:
+		return c.createQP(b)
+	case opModifyQP:
+		return c.modifyQP(b)
+	case opQueryQP:
+		return c.queryQP(b)
+	case opDestroyQP:
+		return c.destroyQP(b)
+	case opPostSend:
+		return c.postSend(b)
+	case opPostRecv:
+		return c.postRecv(b, false)
+	case opPostSRQRecv:
+		return c.postRecv(b, true)
+	case opCreateSRQ:
+		return c.createSRQ(b)
+	case opModifySRQ:
+		return c.modifySRQ(b)
+	case opQuerySRQ:
+		return c.querySRQ(b)
+	case opDestroySRQ:
+		return c.destroySRQ(b)
+	case opCreateAH:
+		return c.createAH(b)
+	case opDestroyAH:
+		return c.destroyAH(b)
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// handleArg decodes a body that is one struct sr_handle.
+func handleArg(b []byte) (uint32, bool) {
+	var h wireHandle
+	ok := decode(b, &h)
+	return h.Handle, ok
+}
+
+// cleanup destroys everything the connection still owns, children before
+// parents (QPs, SRQs, AHs, MRs, CQs, comp channels, PDs), so that a program
+// that died leaves the device as it found it. Errors are ignored: there is
+// nobody left to tell, and each object is tried regardless.
+func (c *conn) cleanup() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, q := range c.qps {
+		q.qp.Destroy()
+		c.d.owners.drop(q.qp)
+		delete(c.qps, h)
+	}
+	for h, s := range c.srqs {
+		s.srq.Destroy()
+		c.d.owners.drop(s.srq)
+		delete(c.srqs, h)
+	}
+	for h, a := range c.ahs {
+		a.Destroy()
+		delete(c.ahs, h)
+	}
+	for h, m := range c.mrs {
+		if m.mr.Dereg() == nil {
+			m.mem.unmap()
+		}
+		delete(c.mrs, h)
+	}
+	for h, cq := range c.cqs {
+		cq.cq.Destroy()
+		c.d.owners.drop(cq.cq)
+		delete(c.cqs, h)
+	}
+	for h, ch := range c.chans {
+		ch.close()
+		delete(c.chans, h)
+	}
+	for h, pd := range c.pds {
+		pd.Dealloc()
+		delete(c.pds, h)
+	}
+	c.async.close()
+}

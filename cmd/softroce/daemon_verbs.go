@@ -1,0 +1,437 @@
+package main
+
+// daemon_verbs.go: the control verbs (PD, CQ, QP, SRQ, AH), each a
+// translation between proto.h's records and verbsapi on the daemon's one
+// context, with the connection's handles in place of objects.
+
+import (
+	"errors"
+	"math"
+	"net/netip"
+	"syscall"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// errnoOf maps a verbsapi error to the errno the kernel's verbs would give
+// for the same mistake: EBUSY for an object in use, ENOMEM for a full queue
+// or a device limit, EOPNOTSUPP for what softroce lacks and EINVAL for the
+// rest (bad arguments, states, transitions, destroyed objects).
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &en):
+		return en
+	case errors.Is(err, verbsapi.ErrBusy):
+		return syscall.EBUSY
+	case errors.Is(err, verbsapi.ErrLimit), errors.Is(err, verbsapi.ErrQueueFull):
+		return syscall.ENOMEM
+	case errors.Is(err, verbsapi.ErrNotSupported):
+		return syscall.EOPNOTSUPP
+	case errors.Is(err, verbsapi.ErrCQOverflow):
+		return syscall.EOVERFLOW
+	case errors.Is(err, verbsapi.ErrClosed):
+		return syscall.ENODEV
+	}
+	return syscall.EINVAL
+}
+
+// toInt converts a count from the wire, refusing what does not fit an
+// int32 (the verbs' own type for these counts).
+func toInt(v uint32) (int, bool) { return int(v), v <= math.MaxInt32 }
+
+func (c *conn) allocPD(b []byte) syscall.Errno {
+	if len(b) != 0 {
+		return syscall.EINVAL
+	}
+	pd, err := c.d.ctx.AllocPD()
+	if err != nil {
+		return errnoOf(err)
+	}
+	h := c.handle()
+	c.pds[h] = pd
+	c.w.put(wireHandle{h})
+	return 0
+}
+
+func (c *conn) deallocPD(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.pds[h] == nil {
+		return syscall.EINVAL
+	}
+	if err := c.pds[h].Dealloc(); err != nil {
+		return errnoOf(err)
+	}
+	delete(c.pds, h)
+	return 0
+}
+
+func (c *conn) createCQ(b []byte) syscall.Errno {
+	var r wireCreateCQ
+	if !decode(b, &r) {
+		return syscall.EINVAL
+	}
+	cqe, ok := toInt(r.CQE)
+	if !ok {
+		return syscall.EINVAL
+	}
+	var ch *verbsapi.CompChannel
+	if r.Channel != srNone {
+		cc := c.chans[r.Channel]
+		if cc == nil {
+			return syscall.EINVAL
+		}
+		ch = cc.ch
+	}
+	// comp_vector picks an interrupt vector: softroce has none to pick.
+	cq, err := c.d.ctx.CreateCQ(cqe, ch)
+	if err != nil {
+		return errnoOf(err)
+	}
+	h := c.handle()
+	c.cqs[h] = &connCQ{cq: cq, channel: r.Channel}
+	c.d.owners.add(cq, c, h)
+	c.w.put(wireCQ{Handle: h, CQE: uint32(cq.Depth())})
+	return 0
+}
+
+func (c *conn) destroyCQ(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.cqs[h] == nil {
+		return syscall.EINVAL
+	}
+	cq := c.cqs[h]
+	if err := cq.cq.Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	c.d.owners.drop(cq.cq)
+	delete(c.cqs, h)
+	if cc := c.chans[cq.channel]; cc != nil {
+		cc.events.remove(func(v uint32) bool { return v == h })
+	}
+	c.forgetAsync(elemCQ, h)
+	c.w.put(wireDestroyCQResp{CompEvents: cq.compEvents, AsyncEvents: cq.asyncEvents})
+	return 0
+}
+
+func (c *conn) resizeCQ(b []byte) syscall.Errno {
+	var r wireResizeCQ
+	if !decode(b, &r) || c.cqs[r.Handle] == nil {
+		return syscall.EINVAL
+	}
+	cqe, ok := toInt(r.CQE)
+	if !ok {
+		return syscall.EINVAL
+	}
+	cq := c.cqs[r.Handle].cq
+	if err := cq.Resize(cqe); err != nil {
+		return errnoOf(err)
+	}
+	c.w.put(wireCQ{Handle: r.Handle, CQE: uint32(cq.Depth())})
+	return 0
+}
+
+func (c *conn) reqNotifyCQ(b []byte) syscall.Errno {
+	var r wireReqNotify
+	if !decode(b, &r) || c.cqs[r.Handle] == nil {
+		return syscall.EINVAL
+	}
+	return errnoOf(c.cqs[r.Handle].cq.ReqNotify(r.SolicitedOnly != 0))
+}
+
+// QP types on the wire (enum ibv_qp_type).
+const (
+	ibvQPTRC = 2
+	ibvQPTUC = 3
+	ibvQPTUD = 4
+)
+
+func qpTypeFromWire(t uint32) (verbsapi.QPType, bool) {
+	switch t {
+	case ibvQPTRC:
+		return verbsapi.RC, true
+	case ibvQPTUC:
+		return verbsapi.UC, true
+	case ibvQPTUD:
+		return verbsapi.UD, true
+	}
+	return 0, false
+}
+
+func (c *conn) createQP(b []byte) syscall.Errno {
+	var r wireCreateQP
+	if !decode(b, &r) {
+		return syscall.EINVAL
+	}
+	pd, scq, rcq := c.pds[r.PD], c.cqs[r.SendCQ], c.cqs[r.RecvCQ]
+	typ, ok := qpTypeFromWire(r.QPType)
+	if pd == nil || scq == nil || rcq == nil || !ok {
+		return syscall.EINVAL
+	}
+	init := verbsapi.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: typ, SigAll: r.SQSigAll != 0}
+	if r.SRQ != srNone {
+		s := c.srqs[r.SRQ]
+		if s == nil {
+			return syscall.EINVAL
+		}
+		init.SRQ = s.srq
+	}
+	var oks [5]bool
+	init.Cap.MaxSendWR, oks[0] = toInt(r.Cap.MaxSendWR)
+	init.Cap.MaxRecvWR, oks[1] = toInt(r.Cap.MaxRecvWR)
+	init.Cap.MaxSendSGE, oks[2] = toInt(r.Cap.MaxSendSGE)
+	init.Cap.MaxRecvSGE, oks[3] = toInt(r.Cap.MaxRecvSGE)
+	init.Cap.MaxInline, oks[4] = toInt(r.Cap.MaxInlineData)
+	if oks != [5]bool{true, true, true, true, true} {
+		return syscall.EINVAL
+	}
+	q, err := pd.CreateQP(init)
+	if err != nil {
+		return errnoOf(err)
+	}
+	if init.SRQ != nil {
+		// The receive queue is the SRQ's, as the kernel reports it.
+		r.Cap.MaxRecvWR, r.Cap.MaxRecvSGE = 0, 0
+	}
+	h := c.handle()
+	c.qps[h] = &connQP{qp: q, init: r}
+	c.d.owners.add(q, c, h)
+	c.w.put(wireQP{Handle: h, QPNum: q.QPN(), Cap: r.Cap})
+	return 0
+}
+
+// maskKnown is every ibv_qp_attr_mask bit up to IBV_QP_DEST_QPN; later
+// ones (rate limit) softroce does not offer.
+const maskKnown = verbsapi.QPAttrMask(1<<21 - 1)
+
+// ahFromWire converts an address from the wire. RoCE needs the GRH
+// (is_global), since GIDs are its addresses.
+func ahFromWire(a *wireAHAttr) (verbsapi.AHAttr, bool) {
+	if a.IsGlobal == 0 || a.PortNum > 1 {
+		return verbsapi.AHAttr{}, false
+	}
+	return verbsapi.AHAttr{DGID: netip.AddrFrom16(a.DGID), SGIDIndex: a.SGIDIndex, HopLimit: a.HopLimit,
+		TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel, PortNum: a.PortNum}, true
+}
+
+// qpAttrFromWire converts the attributes mask names, refusing values that
+// do not fit the engine's types.
+func qpAttrFromWire(a *wireQPAttr, mask verbsapi.QPAttrMask) (verbsapi.QPAttr, bool) {
+	const maxState = uint32(verbsapi.QPSErr)
+	if mask&verbsapi.QPAttrState != 0 && a.QPState > maxState ||
+		mask&verbsapi.QPAttrCurState != 0 && a.CurQPState > maxState {
+		return verbsapi.QPAttr{}, false
+	}
+	out := verbsapi.QPAttr{
+		State: verbsapi.QPState(a.QPState), CurState: verbsapi.QPState(a.CurQPState),
+		EnSQDAsyncNotify: a.EnSQDAsyncNotify != 0, AccessFlags: verbsapi.Access(a.QPAccessFlags),
+		PKeyIndex: a.PKeyIndex, Port: a.PortNum, QKey: a.QKey,
+		Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MinRNRTimer: a.MinRNRTimer,
+		RQPSN: a.RQPSN, SQPSN: a.SQPSN, MaxRdAtomic: a.MaxRdAtomic, MaxDestRdAtomic: a.MaxDestRdAtomic,
+		DestQPN: a.DestQPNum,
+	}
+	if mask&verbsapi.QPAttrPathMTU != 0 {
+		if a.PathMTU > 5 {
+			return verbsapi.QPAttr{}, false
+		}
+		if out.PathMTU = verbsapi.MTU(mtuFromEnum(a.PathMTU)); out.PathMTU == 0 {
+			return verbsapi.QPAttr{}, false
+		}
+	}
+	if mask&verbsapi.QPAttrAV != 0 {
+		ah, ok := ahFromWire(&a.AHAttr)
+		if !ok {
+			return verbsapi.QPAttr{}, false
+		}
+		hop := ah.HopLimit
+		if hop == 0 {
+			hop = 64 // as verbsapi.AHAttr: a zero hop limit would not leave the host
+		}
+		out.AV = verbsapi.AddressVector{DGID: ah.DGID, SGIDIndex: ah.SGIDIndex, HopLimit: hop,
+			TrafficClass: ah.TrafficClass, FlowLabel: ah.FlowLabel}
+	}
+	return out, true
+}
+
+// mtuFromEnum converts enum ibv_mtu (1..5) to bytes, 0 if invalid.
+func mtuFromEnum(e uint32) uint32 {
+	if e < 1 || e > 5 {
+		return 0
+	}
+	return 128 << e
+}
+
+func (c *conn) modifyQP(b []byte) syscall.Errno {
+	var r wireModifyQP
+	if !decode(b, &r) || c.qps[r.Handle] == nil {
+		return syscall.EINVAL
+	}
+	mask := verbsapi.QPAttrMask(r.Mask)
+	if mask&^maskKnown != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	attr, ok := qpAttrFromWire(&r.Attr, mask)
+	if !ok {
+		return syscall.EINVAL
+	}
+	return errnoOf(c.qps[r.Handle].qp.Modify(&attr, mask))
+}
+
+// qpAttrToWire is ibv_query_qp's view of the QP's attributes.
+func qpAttrToWire(a verbsapi.QPAttr, cp wireQPCap) wireQPAttr {
+	w := wireQPAttr{
+		QPState: uint32(a.State), CurQPState: uint32(a.State), PathMTU: uint32(a.PathMTU.Enum()),
+		QKey: a.QKey, RQPSN: a.RQPSN, SQPSN: a.SQPSN, DestQPNum: a.DestQPN,
+		QPAccessFlags: uint32(a.AccessFlags), Cap: cp, PKeyIndex: a.PKeyIndex,
+		MaxRdAtomic: a.MaxRdAtomic, MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
+		PortNum: a.Port, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+	}
+	if a.EnSQDAsyncNotify {
+		w.EnSQDAsyncNotify = 1
+	}
+	if a.AV.DGID.IsValid() {
+		av := &w.AHAttr
+		av.DGID = a.AV.DGID.As16()
+		av.FlowLabel, av.SGIDIndex, av.HopLimit, av.TrafficClass = a.AV.FlowLabel, a.AV.SGIDIndex, a.AV.HopLimit, a.AV.TrafficClass
+		av.IsGlobal, av.PortNum = 1, 1
+	}
+	return w
+}
+
+func (c *conn) queryQP(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.qps[h] == nil {
+		return syscall.EINVAL
+	}
+	q := c.qps[h]
+	c.w.put(wireQueryQPResp{Attr: qpAttrToWire(q.qp.Query(), q.init.Cap), Init: q.init})
+	return 0
+}
+
+func (c *conn) destroyQP(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.qps[h] == nil {
+		return syscall.EINVAL
+	}
+	q := c.qps[h]
+	if err := q.qp.Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	c.d.owners.drop(q.qp)
+	delete(c.qps, h)
+	c.forgetAsync(elemQP, h)
+	c.w.put(wireDestroyQPResp{EventsReported: q.events})
+	return 0
+}
+
+func (c *conn) createSRQ(b []byte) syscall.Errno {
+	var r wireCreateSRQ
+	if !decode(b, &r) || c.pds[r.PD] == nil {
+		return syscall.EINVAL
+	}
+	maxWR, ok1 := toInt(r.MaxWR)
+	maxSGE, ok2 := toInt(r.MaxSGE)
+	limit, ok3 := toInt(r.SRQLimit)
+	if !ok1 || !ok2 || !ok3 {
+		return syscall.EINVAL
+	}
+	s, err := c.pds[r.PD].CreateSRQ(verbsapi.SRQInitAttr{MaxWR: maxWR, MaxSGE: maxSGE, Limit: limit})
+	if err != nil {
+		return errnoOf(err)
+	}
+	h := c.handle()
+	c.srqs[h] = &connSRQ{srq: s}
+	c.d.owners.add(s, c, h)
+	c.putSRQ(h, s)
+	return 0
+}
+
+func (c *conn) putSRQ(h uint32, s *verbsapi.SRQ) {
+	a := s.Query()
+	c.w.put(wireSRQ{Handle: h, MaxWR: uint32(a.MaxWR), MaxSGE: uint32(a.MaxSGE), SRQLimit: uint32(a.Limit)})
+}
+
+// SRQ attribute mask bits (enum ibv_srq_attr_mask).
+const (
+	ibvSRQMaxWR = 1
+	ibvSRQLimit = 2
+)
+
+// modifySRQ arms the limit. Resizing (IBV_SRQ_MAX_WR to another size) is
+// not offered.
+func (c *conn) modifySRQ(b []byte) syscall.Errno {
+	var r wireModifySRQ
+	if !decode(b, &r) || c.srqs[r.Handle] == nil || r.Mask&^(ibvSRQMaxWR|ibvSRQLimit) != 0 {
+		return syscall.EINVAL
+	}
+	s := c.srqs[r.Handle].srq
+	if r.Mask&ibvSRQMaxWR != 0 && r.MaxWR != uint32(s.Query().MaxWR) {
+		return syscall.EOPNOTSUPP
+	}
+	if r.Mask&ibvSRQLimit != 0 {
+		limit, ok := toInt(r.SRQLimit)
+		if !ok {
+			return syscall.EINVAL
+		}
+		return errnoOf(s.ModifyLimit(limit))
+	}
+	return 0
+}
+
+func (c *conn) querySRQ(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.srqs[h] == nil {
+		return syscall.EINVAL
+	}
+	c.putSRQ(h, c.srqs[h].srq)
+	return 0
+}
+
+func (c *conn) destroySRQ(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.srqs[h] == nil {
+		return syscall.EINVAL
+	}
+	s := c.srqs[h]
+	if err := s.srq.Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	c.d.owners.drop(s.srq)
+	delete(c.srqs, h)
+	c.forgetAsync(elemSRQ, h)
+	c.w.put(wireDestroySRQResp{EventsReported: s.events})
+	return 0
+}
+
+func (c *conn) createAH(b []byte) syscall.Errno {
+	var r wireCreateAH
+	if !decode(b, &r) || c.pds[r.PD] == nil {
+		return syscall.EINVAL
+	}
+	attr, ok := ahFromWire(&r.Attr)
+	if !ok {
+		return syscall.EINVAL
+	}
+	ah, err := c.pds[r.PD].CreateAH(attr)
+	if err != nil {
+		return errnoOf(err)
+	}
+	h := c.handle()
+	c.ahs[h] = ah
+	c.w.put(wireHandle{h})
+	return 0
+}
+
+func (c *conn) destroyAH(b []byte) syscall.Errno {
+	h, ok := handleArg(b)
+	if !ok || c.ahs[h] == nil {
+		return syscall.EINVAL
+	}
+	if err := c.ahs[h].Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	delete(c.ahs, h)
+	return 0
+}
