@@ -1,10 +1,12 @@
-/* client.c: connecting to the softroce daemon and making calls (proto.h). */
+/* client.c: connecting to the softroce daemon and making calls (proto.h):
+ * framing, and the file descriptors that travel with a call as SCM_RIGHTS. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -47,73 +49,200 @@ int sr_connect(void)
 	return fd;
 }
 
-static int full_io(int fd, void *buf, size_t len, int writing)
+/* io_errno maps a failed or short socket transfer to the call's error: a
+ * peer that went away (EOF, reset, broken pipe) is EPIPE. */
+static int io_errno(ssize_t n)
 {
+	if (n == 0 || errno == ECONNRESET || errno == EPIPE)
+		return EPIPE;
+	return errno;
+}
+
+/* send_request writes the header and body; the fds ride on the first byte.
+ * MSG_NOSIGNAL: a dead daemon must be EPIPE, not a SIGPIPE in the program. */
+static int send_request(int fd, uint32_t op, const void *body, uint32_t len,
+			const int *fds, int nfds)
+{
+	struct sr_hdr h = { op, len };
+	char cbuf[CMSG_SPACE(sizeof(int) * SR_MAX_MR_PIECES)];
+	struct iovec iov[2] = {
+		{ &h, sizeof(h) },
+		{ (void *)body, len },
+	};
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	ssize_t n;
+
+	if (nfds < 0 || nfds > SR_MAX_MR_PIECES)
+		return EINVAL;
+	if (nfds > 0) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		m.msg_control = cbuf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	for (;;) {
+		n = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return io_errno(n);
+		/* The fds went with the first byte: never send them again. */
+		m.msg_control = NULL;
+		m.msg_controllen = 0;
+		while (m.msg_iovlen > 0 && (size_t)n >= m.msg_iov[0].iov_len) {
+			n -= m.msg_iov[0].iov_len;
+			m.msg_iov++;
+			m.msg_iovlen--;
+		}
+		if (m.msg_iovlen == 0)
+			return 0;
+		m.msg_iov[0].iov_base = (char *)m.msg_iov[0].iov_base + n;
+		m.msg_iov[0].iov_len -= n;
+	}
+}
+
+/* take_fds keeps the first fd passed in a control message in *got_fd (if it
+ * is still -1) and closes every other one. */
+static void take_fds(struct msghdr *m, int *got_fd)
+{
+	struct cmsghdr *c;
+
+	for (c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		int *p = (int *)CMSG_DATA(c);
+		size_t i, n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			int f;
+
+			memcpy(&f, p + i, sizeof(f));
+			if (*got_fd < 0)
+				*got_fd = f;
+			else
+				close(f);
+		}
+	}
+}
+
+/* recv_full reads exactly len bytes, collecting any fds that come along. */
+static int recv_full(int fd, void *buf, size_t len, int *got_fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 4)];
 	char *p = buf;
 
 	while (len > 0) {
-		ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
+		struct iovec iov = { p, len };
+		struct msghdr m = {
+			.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = cbuf,
+			.msg_controllen = sizeof(cbuf),
+		};
+		ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return n == 0 ? EPIPE : errno;
+			return io_errno(n);
+		take_fds(&m, got_fd);
 		p += n;
 		len -= n;
 	}
 	return 0;
 }
 
-/* request sends a request and reads the answer's header. */
-static int request(int fd, uint32_t op, uint32_t dev, uint32_t port,
-		   uint32_t index, struct sr_resp_hdr *h)
+/* discard reads and drops len bytes, keeping the stream in step after a
+ * body we cannot accept. */
+static int discard(int fd, size_t len, int *got_fd)
 {
-	struct sr_req req = { op, dev, port, index };
+	char buf[4096];
 	int err;
 
-	err = full_io(fd, &req, sizeof(req), 1);
-	if (!err)
-		err = full_io(fd, h, sizeof(*h), 0);
-	return err;
+	while (len > 0) {
+		size_t n = len < sizeof(buf) ? len : sizeof(buf);
+
+		err = recv_full(fd, buf, n, got_fd);
+		if (err)
+			return err;
+		len -= n;
+	}
+	return 0;
 }
 
-/* sr_call makes one call whose answer is exactly outlen bytes. It returns 0
- * or an errno value (the daemon's, or EPROTO for a malformed answer). */
-int sr_call(int fd, uint32_t op, uint32_t dev, uint32_t port, uint32_t index,
-	    void *out, uint32_t outlen)
+/* sr_call: see proto.h. */
+int sr_call(int fd, uint32_t op, const void *body, uint32_t len,
+	    const int *fds, int nfds, void *out, uint32_t outlen,
+	    uint32_t *got, int *fd_out)
 {
-	struct sr_resp_hdr h;
-	int err = request(fd, op, dev, port, index, &h);
+	struct sr_hdr h;
+	int rfd = -1, err;
+	int ok;
 
+	if (got)
+		*got = 0;
+	if (fd_out)
+		*fd_out = -1;
+	err = send_request(fd, op, body, len, fds, nfds);
+	if (!err)
+		err = recv_full(fd, &h, sizeof(h), &rfd);
 	if (err)
-		return err;
-	if (h.status)
-		return h.len == 0 ? (int)h.status : EPROTO;
-	if (h.len != outlen)
-		return EPROTO;
-	return full_io(fd, out, outlen, 0);
+		goto out;
+	if (h.len > SR_MAX_BODY) {
+		err = EPROTO; /* the stream cannot be trusted any more */
+		goto out;
+	}
+	if (got)
+		ok = h.len <= outlen;
+	else
+		ok = h.len == outlen || (h.op_or_status && h.len == 0);
+	if (!ok) {
+		err = discard(fd, h.len, &rfd);
+		if (!err)
+			err = EPROTO;
+		goto out;
+	}
+	err = recv_full(fd, out, h.len, &rfd);
+	if (err)
+		goto out;
+	if (got)
+		*got = h.len;
+	err = h.op_or_status;
+out:
+	if (rfd >= 0) {
+		if (fd_out && !err)
+			*fd_out = rfd;
+		else
+			close(rfd);
+	}
+	return err;
 }
 
 /* sr_call_list fetches the device list into a malloc'd array. */
 int sr_call_list(int fd, struct sr_dev_entry **out, int *n)
 {
-	struct sr_resp_hdr h;
-	int err = request(fd, SR_OP_LIST, 0, 0, 0, &h);
+	const uint32_t max = 64;
+	uint32_t got;
+	int err;
 
-	if (err)
-		return err;
-	if (h.status)
-		return h.status;
-	if (h.len % sizeof(**out) || h.len > 64 * sizeof(**out))
-		return EPROTO;
-	*out = malloc(h.len ? h.len : 1);
+	*out = malloc(max * sizeof(**out));
 	if (!*out)
 		return ENOMEM;
-	err = full_io(fd, *out, h.len, 0);
+	err = sr_call(fd, SR_OP_LIST, NULL, 0, NULL, 0, *out, max * sizeof(**out), &got, NULL);
+	if (!err && got % sizeof(**out))
+		err = EPROTO;
 	if (err) {
 		free(*out);
+		*out = NULL;
 		return err;
 	}
-	*n = h.len / sizeof(**out);
+	*n = got / sizeof(**out);
 	return 0;
 }

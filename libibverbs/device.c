@@ -7,26 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
 
 #include "context.h"
 #include "proto.h"
-
-/* sr_ctx_call: see context.h. */
-int sr_ctx_call(struct ibv_context *ctx, uint32_t op, uint32_t port,
-		uint32_t index, void *out, uint32_t outlen)
-{
-	struct sr_context *c = to_sr(ctx);
-	int err;
-
-	pthread_mutex_lock(&c->lock);
-	err = sr_call(ctx->cmd_fd, op, c->index, port, index, out, outlen);
-	pthread_mutex_unlock(&c->lock);
-	return err;
-}
 
 /* Devices live as long as the process, as rdma-core's do while any context
  * refers to them: contexts keep pointers into them after the list is freed. */
@@ -133,6 +119,7 @@ static int query_port_sized(struct ibv_context *ctx, uint8_t port,
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct sr_context *c;
+	struct ibv_context *ctx;
 	int err;
 
 	c = calloc(1, sizeof(*c));
@@ -140,32 +127,52 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENOMEM;
 		return NULL;
 	}
+	ctx = &c->vctx.context;
 	c->index = to_srdev(device)->index;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->objs_lock, NULL);
+	/* sz covers the whole verbs_context: verbs_get_ctx_op finds every op
+	 * set here and sees NULL (EOPNOTSUPP) for the others. */
 	c->vctx.sz = sizeof(c->vctx);
 	c->vctx.query_port = query_port_sized;
-	c->vctx.context.device = device;
-	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
-	c->vctx.context.num_comp_vectors = 1;
-	pthread_mutex_init(&c->vctx.context.mutex, NULL);
-	c->vctx.context.async_fd = -1;
-	c->vctx.context.cmd_fd = sr_connect();
-	if (c->vctx.context.cmd_fd < 0)
+	c->vctx.query_device_ex = sr_query_device_ex;
+	c->vctx.create_cq_ex = sr_create_cq_ex;
+	c->vctx.create_qp_ex = sr_create_qp_ex;
+	/* The data path the inline verbs.h functions call. */
+	ctx->ops.poll_cq = sr_poll_cq;
+	ctx->ops.req_notify_cq = sr_req_notify_cq;
+	ctx->ops.post_send = sr_post_send;
+	ctx->ops.post_recv = sr_post_recv;
+	ctx->ops.post_srq_recv = sr_post_srq_recv;
+	ctx->device = device;
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->mutex, NULL);
+	ctx->async_fd = -1;
+	ctx->cmd_fd = sr_connect();
+	if (ctx->cmd_fd < 0)
 		goto fail;
-	/* Asynchronous events will be signalled here; none are yet. */
-	c->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->vctx.context.async_fd < 0)
+	/* async_fd is the daemon's eventfd: readable when an event waits. */
+	err = sr_call(ctx->cmd_fd, SR_OP_ASYNC_FD, NULL, 0, NULL, 0, NULL, 0, NULL,
+		      &ctx->async_fd);
+	if (!err && ctx->async_fd < 0)
+		err = EPROTO;
+	if (err) {
+		errno = err;
 		goto fail;
-	return &c->vctx.context;
+	}
+	return ctx;
 fail:
 	err = errno;
-	if (c->vctx.context.cmd_fd >= 0)
-		close(c->vctx.context.cmd_fd);
+	if (ctx->cmd_fd >= 0)
+		close(ctx->cmd_fd);
 	free(c);
 	errno = err;
 	return NULL;
 }
 
+/* ibv_close_device closes the socket: the daemon then destroys whatever the
+ * context still owns, as closing a uverbs fd does. */
 int ibv_close_device(struct ibv_context *ctx)
 {
 	struct sr_context *c = to_sr(ctx);
@@ -173,6 +180,8 @@ int ibv_close_device(struct ibv_context *ctx)
 	close(ctx->cmd_fd);
 	close(ctx->async_fd);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->objs_lock);
+	free(c->objs);
 	free(c);
 	return 0;
 }
@@ -180,7 +189,7 @@ int ibv_close_device(struct ibv_context *ctx)
 int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
 	struct sr_device_attr w;
-	int err = sr_ctx_call(ctx, SR_OP_QUERY_DEVICE, 0, 0, &w, sizeof(w));
+	int err = sr_ctx_query(ctx, SR_OP_QUERY_DEVICE, 0, 0, &w, sizeof(w));
 
 	if (err)
 		return errno = err, err;
@@ -235,7 +244,7 @@ static int query_port_sized(struct ibv_context *ctx, uint8_t port,
 {
 	struct ibv_port_attr a = { 0 };
 	struct sr_port_attr w;
-	int err = sr_ctx_call(ctx, SR_OP_QUERY_PORT, port, 0, &w, sizeof(w));
+	int err = sr_ctx_query(ctx, SR_OP_QUERY_PORT, port, 0, &w, sizeof(w));
 
 	if (err)
 		return errno = err, err;
@@ -280,7 +289,7 @@ int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pke
 
 	if (index < 0)
 		return errno = EINVAL, -1;
-	err = sr_ctx_call(ctx, SR_OP_QUERY_PKEY, port, index, &p, sizeof(p));
+	err = sr_ctx_query(ctx, SR_OP_QUERY_PKEY, port, index, &p, sizeof(p));
 	if (err)
 		return errno = err, -1;
 	*pkey = htobe16(p);
@@ -295,6 +304,47 @@ int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t siz
 	(void)file;
 	(void)buf;
 	(void)size;
+	errno = ENOENT;
+	return -1;
+}
+
+/* sr_query_device_ex: the verbs_context op behind the inline
+ * ibv_query_device_ex. softroce has no extended capabilities beyond the
+ * basic attributes: the rest reads as zero, as for a device that lacks them. */
+int sr_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
+		       struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex a;
+	int err;
+
+	if (input && input->comp_mask)
+		return EINVAL;
+	if (attr_size < sizeof(a.orig_attr))
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	err = ibv_query_device(ctx, &a.orig_attr);
+	if (err)
+		return err;
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
+	return 0;
+}
+
+/* ibv_get_pkey_index: the index of pkey in port's table, or -1. */
+int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 pkey)
+{
+	struct ibv_port_attr pa;
+	__be16 p;
+	int i;
+
+	if (query_port_sized(ctx, port, &pa, sizeof(pa)))
+		return -1;
+	for (i = 0; i < pa.pkey_tbl_len; i++) {
+		if (ibv_query_pkey(ctx, port, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
 	errno = ENOENT;
 	return -1;
 }

@@ -16,7 +16,7 @@ static int query_gid(struct ibv_context *ctx, uint32_t port, int index, struct s
 {
 	if (index < 0)
 		return EINVAL;
-	return sr_ctx_call(ctx, SR_OP_QUERY_GID, port, index, g, sizeof(*g));
+	return sr_ctx_query(ctx, SR_OP_QUERY_GID, port, index, g, sizeof(*g));
 }
 
 /* ibv_query_gid returns -1 on failure, as rdma-core's does. An empty entry

@@ -2,17 +2,33 @@
  *
  * Every symbol of Debian 12's libibverbs.so.1 that softroce does not implement
  * yet: it sets errno to ENOSYS and returns ENOSYS, or NULL when the function
- * returns a pointer. The definitions are weak so that a real one elsewhere in
- * the library wins. */
+ * returns a pointer. With SOFTROCE_DEBUG set, each stub says once on stderr
+ * that it was called. The definitions are weak so that a real one elsewhere
+ * in the library wins. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-#define STUB_INT(name) __attribute__((weak)) int name(void) { errno = ENOSYS; return ENOSYS; }
-#define STUB_PTR(name) __attribute__((weak)) void *name(void) { errno = ENOSYS; return NULL; }
-#define COMPAT_INT(name, ver) int sr_compat_##name(void) { errno = ENOSYS; return ENOSYS; } \
+static void said(const char *name, int *once)
+{
+	int err = errno;
+
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED) && getenv("SOFTROCE_DEBUG"))
+		fprintf(stderr, "softroce libibverbs: %s not implemented\n", name);
+	errno = err;
+}
+
+#define STUB_INT(name) static int once_##name; \
+	__attribute__((weak)) int name(void) { said(#name, &once_##name); errno = ENOSYS; return ENOSYS; }
+#define STUB_PTR(name) static int once_##name; \
+	__attribute__((weak)) void *name(void) { said(#name, &once_##name); errno = ENOSYS; return NULL; }
+#define COMPAT_INT(name, ver) static int once_c_##name; \
+	int sr_compat_##name(void) { said(#name "@" ver, &once_c_##name); errno = ENOSYS; return ENOSYS; } \
 	__asm__(".symver sr_compat_" #name "," #name "@" ver);
-#define COMPAT_PTR(name, ver) void *sr_compat_##name(void) { errno = ENOSYS; return NULL; } \
+#define COMPAT_PTR(name, ver) static int once_c_##name; \
+	void *sr_compat_##name(void) { said(#name "@" ver, &once_c_##name); errno = ENOSYS; return NULL; } \
 	__asm__(".symver sr_compat_" #name "," #name "@" ver);
 
 STUB_INT(__ioctl_final_num_attrs)

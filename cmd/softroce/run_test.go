@@ -2,16 +2,12 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,28 +85,6 @@ func TestLibSymbols(t *testing.T) {
 	}
 }
 
-// TestWireStructSizes checks that daemon.go's records have the sizes of
-// libibverbs/proto.h's packed structs, as gcc lays them out.
-func TestWireStructSizes(t *testing.T) {
-	needTools(t, "gcc")
-	dir := t.TempDir()
-	src := `#include <stdio.h>
-#include "proto.h"
-int main(void) { printf("%zu %zu %zu %zu %zu %zu\n", sizeof(struct sr_req), sizeof(struct sr_resp_hdr),
-	sizeof(struct sr_dev_entry), sizeof(struct sr_device_attr), sizeof(struct sr_port_attr), sizeof(struct sr_gid)); return 0; }`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "sizes.c"), []byte(src), 0o644))
-	inc, err := filepath.Abs("../../libibverbs")
-	require.NoError(t, err)
-	exe := filepath.Join(dir, "sizes")
-	out, err := exec.Command("gcc", "-I", inc, "-o", exe, filepath.Join(dir, "sizes.c")).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	out, err = exec.Command(exe).Output()
-	require.NoError(t, err)
-	want := fmt.Sprintf("%d %d %d %d %d %d\n", binary.Size(wireReq{}), 8, binary.Size(wireDevEntry{}),
-		binary.Size(wireDeviceAttr{}), binary.Size(wirePortAttr{}), binary.Size(wireGID{}))
-	require.Equal(t, want, string(out))
-}
-
 // TestRunIbvUtils runs Debian's unmodified ibv_devices and ibv_devinfo -v
 // through softroce run, which starts its own device.
 func TestRunIbvUtils(t *testing.T) {
@@ -174,73 +148,6 @@ func TestRunFindsDaemon(t *testing.T) {
 	require.Contains(t, errb.String(), "no program to run")
 }
 
-// TestDaemonProtocol speaks proto.h to the daemon directly: good calls,
-// calls it must refuse with the right errno, and a client that hangs up
-// mid-request.
-func TestDaemonProtocol(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "p.sock")
-	d, err := startDaemon(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock)
-	require.NoError(t, err)
-	defer d.Close()
-	_, err = startDaemon(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock)
-	require.ErrorContains(t, err, "already serves")
-
-	c, err := net.Dial("unix", sock)
-	require.NoError(t, err)
-	defer c.Close()
-	call := func(op, dev, port, index uint32) (syscall.Errno, []byte) {
-		require.NoError(t, binary.Write(c, binary.LittleEndian, wireReq{op, dev, port, index}))
-		var h [2]uint32
-		require.NoError(t, binary.Read(c, binary.LittleEndian, &h))
-		body := make([]byte, h[1])
-		_, err := io.ReadFull(c, body)
-		require.NoError(t, err)
-		return syscall.Errno(h[0]), body
-	}
-	for _, tc := range []struct {
-		name                 string
-		op, dev, port, index uint32
-		errno                syscall.Errno
-		size                 int
-	}{
-		{"list", opList, 0, 0, 0, 0, binary.Size(wireDevEntry{})},
-		{"device", opQueryDevice, 0, 0, 0, 0, binary.Size(wireDeviceAttr{})},
-		{"port", opQueryPort, 0, 1, 0, 0, binary.Size(wirePortAttr{})},
-		{"port 2", opQueryPort, 0, 2, 0, syscall.EINVAL, 0},
-		{"gid 1", opQueryGID, 0, 1, 1, 0, binary.Size(wireGID{})},
-		{"empty gid", opQueryGID, 0, 1, 1023, 0, binary.Size(wireGID{})},
-		{"gid past table", opQueryGID, 0, 1, 1024, syscall.EINVAL, 0},
-		{"pkey", opQueryPKey, 0, 1, 0, 0, 2},
-		{"pkey 1", opQueryPKey, 0, 1, 1, syscall.EINVAL, 0},
-		{"no device 1", opQueryDevice, 1, 0, 0, syscall.ENODEV, 0},
-		{"unknown op", 99, 0, 0, 0, syscall.EOPNOTSUPP, 0},
-	} {
-		errno, body := call(tc.op, tc.dev, tc.port, tc.index)
-		require.Equal(t, tc.errno, errno, tc.name)
-		require.Len(t, body, tc.size, tc.name)
-		switch tc.name {
-		case "gid 1":
-			var g wireGID
-			require.NoError(t, binary.Read(bytes.NewReader(body), binary.LittleEndian, &g))
-			require.Equal(t, net.ParseIP("10.0.0.9").To16(), net.IP(g.GID[:]))
-			require.EqualValues(t, 2, g.Type)
-		case "empty gid":
-			require.Equal(t, make([]byte, len(body)), body)
-		case "list":
-			require.Equal(t, "rxe9", strings.TrimRight(string(body[:64]), "\x00"))
-		}
-	}
-
-	// A client that sends half a request and hangs up leaves the daemon serving.
-	h, err := net.Dial("unix", sock)
-	require.NoError(t, err)
-	_, err = h.Write([]byte{1, 0, 0})
-	require.NoError(t, err)
-	h.Close()
-	errno, _ := call(opList, 0, 0, 0)
-	require.Zero(t, errno)
-}
-
 // TestLibStrings compares the enum-to-string helpers with the system
 // library's for every value of each enum and a few past its ends.
 func TestLibStrings(t *testing.T) {
@@ -289,8 +196,40 @@ gid_ex 5 rc ENODATA
 gid_table 2 [0]%s [1]::ffff:10.0.0.5
 gid_table short -22
 pkey rc 0 0xffff
-alloc_pd NULL errno ENOSYS
+import_pd NULL errno ENOSYS
 close 0
 `, d.ctx.QueryDevice().NodeGUID, port.ActiveMTU.Enum(), gid0)
 	require.Equal(t, want, stdout.String())
+}
+
+// TestLibVerbs runs libibverbs/tests/verbs.c under softroce run: two contexts
+// on one device exercise every implemented verb end to end (PD, MR on shared
+// pages, CQ and completion channel, RC WRITE/READ/SEND/atomics, ibv_wr_*,
+// extended CQ polling, UD, SRQ and its limit event, rereg, fork); it exits 0
+// only when every check passed.
+func TestLibVerbs(t *testing.T) {
+	lib := buildLib(t)
+	out, err := exec.Command("make", "-C", lib, "tests/verbs").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "--lib", lib, "--socket", filepath.Join(t.TempDir(), "none.sock"),
+		"--link", "mem", "--addr", "10.0.0.1", "--", filepath.Join(lib, "tests/verbs")}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", stderr.String(), stdout.String())
+}
+
+// TestLibRates compares the static-rate conversions (ibv_rate_to_mult and
+// friends) of our library with the system's over every input that matters.
+func TestLibRates(t *testing.T) {
+	const system = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+	needFile(t, system)
+	lib := buildLib(t)
+	out, err := exec.Command("make", "-C", lib, "tests/rates").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	exe := filepath.Join(lib, "tests/rates")
+	want, err := exec.Command(exe, system).Output()
+	require.NoError(t, err)
+	got, err := exec.Command(exe, filepath.Join(lib, "libibverbs.so.1")).Output()
+	require.NoError(t, err)
+	require.Contains(t, string(want), "mult 4: rate")
+	require.Equal(t, string(want), string(got))
 }

@@ -5,7 +5,8 @@ Run from libibverbs/ after changing the symbol list:  python3 abi/gen.py
 Needs the distro's <infiniband/verbs.h> (libibverbs-dev) to tell which public
 functions return pointers, so that their stubs return NULL rather than an int.
 
-stubs.c defines every default-version symbol weakly, failing with ENOSYS; a
+stubs.c defines every default-version symbol weakly, failing with ENOSYS (and
+saying so once on stderr when SOFTROCE_DEBUG is set, to find missing verbs); a
 real definition in another object file of the library overrides it. Every
 compatibility version (NAME@IBVERBS_1.0 and the like) is a stub bound with
 .symver: the 1.0 ABI predates every program we target.
@@ -60,17 +61,33 @@ with open("stubs.c", "w") as f:
  *
  * Every symbol of Debian 12's libibverbs.so.1 that softroce does not implement
  * yet: it sets errno to ENOSYS and returns ENOSYS, or NULL when the function
- * returns a pointer. The definitions are weak so that a real one elsewhere in
- * the library wins. */
+ * returns a pointer. With SOFTROCE_DEBUG set, each stub says once on stderr
+ * that it was called. The definitions are weak so that a real one elsewhere
+ * in the library wins. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-#define STUB_INT(name) __attribute__((weak)) int name(void) { errno = ENOSYS; return ENOSYS; }
-#define STUB_PTR(name) __attribute__((weak)) void *name(void) { errno = ENOSYS; return NULL; }
-#define COMPAT_INT(name, ver) int sr_compat_##name(void) { errno = ENOSYS; return ENOSYS; } \\
+static void said(const char *name, int *once)
+{
+\tint err = errno;
+
+\tif (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED) && getenv("SOFTROCE_DEBUG"))
+\t\tfprintf(stderr, "softroce libibverbs: %s not implemented\\n", name);
+\terrno = err;
+}
+
+#define STUB_INT(name) static int once_##name; \\
+\t__attribute__((weak)) int name(void) { said(#name, &once_##name); errno = ENOSYS; return ENOSYS; }
+#define STUB_PTR(name) static int once_##name; \\
+\t__attribute__((weak)) void *name(void) { said(#name, &once_##name); errno = ENOSYS; return NULL; }
+#define COMPAT_INT(name, ver) static int once_c_##name; \\
+\tint sr_compat_##name(void) { said(#name "@" ver, &once_c_##name); errno = ENOSYS; return ENOSYS; } \\
 \t__asm__(".symver sr_compat_" #name "," #name "@" ver);
-#define COMPAT_PTR(name, ver) void *sr_compat_##name(void) { errno = ENOSYS; return NULL; } \\
+#define COMPAT_PTR(name, ver) static int once_c_##name; \\
+\tvoid *sr_compat_##name(void) { said(#name "@" ver, &once_c_##name); errno = ENOSYS; return NULL; } \\
 \t__asm__(".symver sr_compat_" #name "," #name "@" ver);
 
 """)

@@ -1,0 +1,332 @@
+/* cq.c: completion queues, polled through the daemon (POLL_CQ), both as
+ * ibv_poll_cq and as the ibv_cq_ex start_poll/next_poll/end_poll family. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+
+/* The wc_flags an extended CQ can report; others are EOPNOTSUPP, as rxe. */
+#define SUPPORTED_WC_FLAGS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | \
+			    IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP | \
+			    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
+			    IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+static void wc_from_wire(struct ibv_wc *wc, const struct sr_wc *w)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = w->wr_id;
+	wc->status = w->status;
+	wc->opcode = w->opcode;
+	wc->vendor_err = w->vendor_err;
+	wc->byte_len = w->byte_len;
+	if (w->wc_flags & IBV_WC_WITH_INV)
+		wc->invalidated_rkey = w->imm_data;
+	else
+		wc->imm_data = w->imm_data;
+	wc->qp_num = w->qp_num;
+	wc->src_qp = w->src_qp;
+	wc->wc_flags = w->wc_flags;
+	wc->pkey_index = w->pkey_index;
+	wc->slid = w->slid;
+	wc->sl = w->sl;
+	wc->dlid_path_bits = w->dlid_path_bits;
+}
+
+/* poll_wire asks the daemon for up to max completions; returns how many or
+ * a negative errno value. */
+static int poll_wire(struct ibv_cq *cq, struct sr_wc *out, uint32_t max)
+{
+	struct sr_poll_cq req = { cq->handle, max };
+	uint32_t got;
+	int err;
+
+	err = sr_ctx_callx(cq->context, SR_OP_POLL_CQ, &req, sizeof(req), NULL, 0,
+			   out, max * sizeof(*out), &got, NULL);
+	if (err)
+		return -err;
+	if (got % sizeof(*out))
+		return -EPROTO;
+	return got / sizeof(*out);
+}
+
+/* sr_poll_cq is ibv_poll_cq: completions cached by the extended API first,
+ * then the daemon's, in batches. Returns the number, or -1 (errno set). */
+int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct srl_cq *cq = to_lcq(ibcq);
+	struct sr_wc buf[64];
+	int done = 0, n, i;
+
+	pthread_mutex_lock(&cq->poll_lock);
+	while (done < num_entries && cq->n > 0) {
+		wc_from_wire(&wc[done++], &cq->cache[cq->head]);
+		cq->head = (cq->head + 1) % SRL_CQ_BATCH;
+		cq->n--;
+	}
+	while (done < num_entries) {
+		int want = num_entries - done;
+
+		if (want > (int)(sizeof(buf) / sizeof(buf[0])))
+			want = sizeof(buf) / sizeof(buf[0]);
+		n = poll_wire(ibcq, buf, want);
+		if (n < 0) {
+			pthread_mutex_unlock(&cq->poll_lock);
+			if (done)
+				return done;
+			errno = -n;
+			return -1;
+		}
+		for (i = 0; i < n; i++)
+			wc_from_wire(&wc[done++], &buf[i]);
+		if (n < want)
+			break;
+	}
+	pthread_mutex_unlock(&cq->poll_lock);
+	return done;
+}
+
+int sr_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	struct sr_req_notify req = { cq->handle, !!solicited_only };
+
+	return sr_ctx_call(cq->context, SR_OP_REQ_NOTIFY_CQ, &req, sizeof(req), NULL, 0);
+}
+
+/* The extended API: cur is the completion the read_* callbacks report. */
+static int ex_next(struct ibv_cq_ex *ex)
+{
+	struct srl_cq *cq = (struct srl_cq *)ex;
+	int n;
+
+	if (cq->n == 0) {
+		n = poll_wire(ibv_cq_ex_to_cq(ex), cq->cache, SRL_CQ_BATCH);
+		if (n < 0)
+			return -n;
+		if (n == 0)
+			return ENOENT;
+		cq->head = 0;
+		cq->n = n;
+	}
+	cq->cur = cq->cache[cq->head];
+	cq->head = (cq->head + 1) % SRL_CQ_BATCH;
+	cq->n--;
+	ex->wr_id = cq->cur.wr_id;
+	ex->status = cq->cur.status;
+	return 0;
+}
+
+static int ex_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
+{
+	struct srl_cq *cq = (struct srl_cq *)ex;
+	int err;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->poll_lock);
+	err = ex_next(ex);
+	if (err)
+		pthread_mutex_unlock(&cq->poll_lock);
+	return err;
+}
+
+static int ex_next_poll(struct ibv_cq_ex *ex)
+{
+	return ex_next(ex);
+}
+
+static void ex_end_poll(struct ibv_cq_ex *ex)
+{
+	pthread_mutex_unlock(&((struct srl_cq *)ex)->poll_lock);
+}
+
+static inline struct sr_wc *cur(struct ibv_cq_ex *ex)
+{
+	return &((struct srl_cq *)ex)->cur;
+}
+
+static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->opcode;
+}
+
+static uint32_t ex_read_vendor_err(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->vendor_err;
+}
+
+static uint32_t ex_read_byte_len(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->byte_len;
+}
+
+static __be32 ex_read_imm_data(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->imm_data;
+}
+
+static uint32_t ex_read_qp_num(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->qp_num;
+}
+
+static uint32_t ex_read_src_qp(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->src_qp;
+}
+
+static unsigned int ex_read_wc_flags(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->wc_flags;
+}
+
+static uint32_t ex_read_slid(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->slid;
+}
+
+static uint8_t ex_read_sl(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->sl;
+}
+
+static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *ex)
+{
+	return cur(ex)->dlid_path_bits;
+}
+
+static struct srl_cq *create_cq(struct ibv_context *ctx, uint32_t cqe, void *cq_context,
+				struct ibv_comp_channel *channel, uint32_t comp_vector)
+{
+	struct sr_create_cq req = { cqe, SR_NONE, comp_vector };
+	struct ibv_cq_ex *ex;
+	struct srl_cq *cq;
+	struct sr_cq resp;
+	int err;
+
+	if (comp_vector >= (uint32_t)ctx->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (channel)
+		req.channel = ((struct srl_chan *)channel)->handle;
+	err = sr_ctx_call(ctx, SR_OP_CREATE_CQ, &req, sizeof(req), &resp, sizeof(resp));
+	if (!err)
+		err = sr_obj_add(ctx, SR_ELEM_CQ, resp.handle, cq);
+	if (err) {
+		/* A CQ the table cannot hold is still destroyed on close. */
+		free(cq);
+		errno = err;
+		return NULL;
+	}
+	ex = &cq->cq;
+	ex->context = ctx;
+	ex->channel = channel;
+	ex->cq_context = cq_context;
+	ex->handle = resp.handle;
+	ex->cqe = resp.cqe;
+	pthread_mutex_init(&ex->mutex, NULL);
+	pthread_cond_init(&ex->cond, NULL);
+	pthread_mutex_init(&cq->poll_lock, NULL);
+	ex->start_poll = ex_start_poll;
+	ex->next_poll = ex_next_poll;
+	ex->end_poll = ex_end_poll;
+	ex->read_opcode = ex_read_opcode;
+	ex->read_vendor_err = ex_read_vendor_err;
+	ex->read_byte_len = ex_read_byte_len;
+	ex->read_imm_data = ex_read_imm_data;
+	ex->read_qp_num = ex_read_qp_num;
+	ex->read_src_qp = ex_read_src_qp;
+	ex->read_wc_flags = ex_read_wc_flags;
+	ex->read_slid = ex_read_slid;
+	ex->read_sl = ex_read_sl;
+	ex->read_dlid_path_bits = ex_read_dlid_path_bits;
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	return cq;
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct srl_cq *cq;
+
+	if (cqe < 1 || comp_vector < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = create_cq(ctx, cqe, cq_context, channel, comp_vector);
+	return cq ? ibv_cq_ex_to_cq(&cq->cq) : NULL;
+}
+
+struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct srl_cq *cq;
+
+	if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) ||
+	    attr->wc_flags & ~(uint64_t)SUPPORTED_WC_FLAGS) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->cqe < 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = create_cq(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector);
+	return cq ? &cq->cq : NULL;
+}
+
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	struct sr_resize_cq req = { cq->handle, cqe };
+	struct sr_cq resp;
+	int err;
+
+	if (cqe < 1)
+		return errno = EINVAL, EINVAL;
+	err = sr_ctx_call(cq->context, SR_OP_RESIZE_CQ, &req, sizeof(req), &resp, sizeof(resp));
+	if (err)
+		return errno = err, err;
+	cq->cqe = resp.cqe;
+	return 0;
+}
+
+/* ibv_destroy_cq waits, as rdma-core does, until every event the daemon
+ * delivered for the CQ has been acknowledged. */
+int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct srl_cq *lcq = to_lcq(cq);
+	struct ibv_context *ctx = cq->context;
+	struct ibv_comp_channel *channel = cq->channel;
+	struct sr_handle h = { cq->handle };
+	struct sr_destroy_cq_resp resp;
+	int err;
+
+	err = sr_ctx_call(ctx, SR_OP_DESTROY_CQ, &h, sizeof(h), &resp, sizeof(resp));
+	if (err)
+		return errno = err, err;
+	sr_wait_events(&cq->mutex, &cq->cond, &cq->comp_events_completed, resp.comp_events);
+	sr_wait_events(&cq->mutex, &cq->cond, &cq->async_events_completed, resp.async_events);
+	sr_obj_del(ctx, SR_ELEM_CQ, cq->handle);
+	if (channel) {
+		pthread_mutex_lock(&ctx->mutex);
+		channel->refcnt--;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	pthread_mutex_destroy(&lcq->poll_lock);
+	free(lcq);
+	return 0;
+}

@@ -1,0 +1,690 @@
+/* verbs.c: the verbs end to end through the drop-in library, as a program
+ * built against the system's headers uses them. Two contexts on one device
+ * (one daemon, which loops packets to its own GIDs back) play both ends:
+ * RC WRITE, READ, SEND/RECV with immediate (through a completion channel),
+ * inline SEND, FETCH_ADD and CMP_SWAP (checked in the target's memory: the
+ * daemon works on the program's own pages), the ibv_wr_* API, the extended
+ * CQ API, UD through an address handle, an SRQ and its limit event, registering stack memory,
+ * ibv_rereg_mr, and fork. Exits 0 when all pass;
+ * cmd/softroce runs it against a daemon. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#define BUF 8192
+#define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+static int failures;
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
+		fprintf(stderr, __VA_ARGS__);				\
+		fprintf(stderr, " (errno %s)\n", strerror(errno));	\
+		failures++;						\
+		return -1;						\
+	}								\
+} while (0)
+
+#define RUN(fn) do {							\
+	int _r = (fn);							\
+	printf("%-28s %s\n", #fn, _r ? "FAIL" : "ok");			\
+	if (_r)								\
+		goto out;						\
+} while (0)
+
+/* One end: a context with its PD, an MR over a malloc'd buffer, a CQ. */
+struct end {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	char *buf;
+	struct ibv_mr *mr;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_cq_ex *cqx; /* when the CQ was made with ibv_create_cq_ex */
+	struct ibv_qp *qp;
+	union ibv_gid gid;
+	int gid_index;
+};
+
+static struct ibv_device *dev;
+
+/* find_gid picks a RoCE v2 GID of port 1, as perftest does. */
+static int find_gid(struct end *e)
+{
+	struct ibv_gid_entry ge;
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		if (ibv_query_gid_ex(e->ctx, 1, i, &ge, 0))
+			continue;
+		if (ge.gid_type == IBV_GID_TYPE_ROCE_V2) {
+			e->gid = ge.gid;
+			e->gid_index = i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int open_end(struct end *e, int with_channel, int with_cq_ex)
+{
+	memset(e, 0, sizeof(*e));
+	e->ctx = ibv_open_device(dev);
+	CHECK(e->ctx, "ibv_open_device");
+	CHECK(!find_gid(e), "no RoCE v2 GID on port 1");
+	e->pd = ibv_alloc_pd(e->ctx);
+	CHECK(e->pd, "ibv_alloc_pd");
+	e->buf = malloc(BUF);
+	CHECK(e->buf, "malloc");
+	memset(e->buf, 0, BUF);
+	e->mr = ibv_reg_mr(e->pd, e->buf, BUF, ACCESS);
+	CHECK(e->mr, "ibv_reg_mr");
+	if (with_channel) {
+		e->ch = ibv_create_comp_channel(e->ctx);
+		CHECK(e->ch, "ibv_create_comp_channel");
+	}
+	if (with_cq_ex) {
+		struct ibv_cq_init_attr_ex a = {
+			.cqe = 64,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+				    IBV_WC_EX_WITH_QP_NUM,
+		};
+
+		e->cqx = ibv_create_cq_ex(e->ctx, &a);
+		CHECK(e->cqx, "ibv_create_cq_ex");
+		e->cq = ibv_cq_ex_to_cq(e->cqx);
+	} else {
+		e->cq = ibv_create_cq(e->ctx, 64, e, e->ch, 0);
+		CHECK(e->cq, "ibv_create_cq");
+		CHECK(e->cq->cqe >= 64, "cqe %d", e->cq->cqe);
+	}
+	return 0;
+}
+
+static void close_end(struct end *e)
+{
+	if (e->qp && ibv_destroy_qp(e->qp))
+		failures++, fprintf(stderr, "FAIL destroy_qp\n");
+	if (e->cq && ibv_destroy_cq(e->cq))
+		failures++, fprintf(stderr, "FAIL destroy_cq\n");
+	if (e->ch && ibv_destroy_comp_channel(e->ch))
+		failures++, fprintf(stderr, "FAIL destroy_comp_channel\n");
+	if (e->mr && ibv_dereg_mr(e->mr))
+		failures++, fprintf(stderr, "FAIL dereg_mr\n");
+	if (e->pd && ibv_dealloc_pd(e->pd))
+		failures++, fprintf(stderr, "FAIL dealloc_pd\n");
+	if (e->ctx && ibv_close_device(e->ctx))
+		failures++, fprintf(stderr, "FAIL close_device\n");
+	free(e->buf);
+}
+
+static struct ibv_qp *make_qp(struct end *e, enum ibv_qp_type t, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = e->cq,
+		.recv_cq = e->cq,
+		.srq = srq,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+			 .max_recv_sge = 2, .max_inline_data = 64 },
+		.qp_type = t,
+	};
+
+	return ibv_create_qp(e->pd, &a);
+}
+
+/* connect_rc takes an RC QP through INIT, RTR and RTS towards remote, with
+ * the attributes ibv_rc_pingpong uses. */
+static int connect_rc(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
+		.qp_access_flags = ACCESS,
+	};
+
+	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS), "modify INIT");
+	CHECK(qp->state == IBV_QPS_INIT, "state %d after INIT", qp->state);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = rqp->qp_num;
+	a.rq_psn = 100;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = remote->gid;
+	a.ah_attr.grh.sgid_index = local->gid_index;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			     IBV_QP_MIN_RNR_TIMER), "modify RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 100;
+	a.max_rd_atomic = 1;
+	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+	      "modify RTS");
+	return 0;
+}
+
+/* wait_wc polls cq until one completion arrives (or about 10 s pass). */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	struct timespec ts = { 0, 100000 };
+	int i, n;
+
+	for (i = 0; i < 100000; i++) {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	errno = ETIMEDOUT;
+	return -1;
+}
+
+static int expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op, struct ibv_wc *wc)
+{
+	CHECK(!wait_wc(cq, wc), "no completion for wr %" PRIu64, wr_id);
+	CHECK(wc->status == IBV_WC_SUCCESS, "wr %" PRIu64 " status %s", wc->wr_id,
+	      ibv_wc_status_str(wc->status));
+	CHECK(wc->wr_id == wr_id, "wr_id %" PRIu64 " want %" PRIu64, wc->wr_id, wr_id);
+	CHECK(wc->opcode == op, "opcode %d want %d", wc->opcode, op);
+	return 0;
+}
+
+static int post1(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL;
+	int rc = ibv_post_send(qp, wr, &bad);
+
+	if (rc)
+		errno = rc;
+	return rc;
+}
+
+static struct end a, b;
+
+static int test_write(void)
+{
+	struct ibv_sge sge = { (uintptr_t)a.buf, 32, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 64, b.mr->rkey },
+	};
+	struct ibv_wc wc;
+
+	snprintf(a.buf, 32, "written by RDMA WRITE");
+	CHECK(!post1(a.qp, &wr), "post WRITE");
+	CHECK(!expect_wc(a.cq, 1, IBV_WC_RDMA_WRITE, &wc), "WRITE completion");
+	CHECK(!strcmp(b.buf + 64, "written by RDMA WRITE"), "target holds '%.32s'", b.buf + 64);
+	return 0;
+}
+
+static int test_read(void)
+{
+	struct ibv_sge sge = { (uintptr_t)a.buf + 256, 32, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 512, b.mr->rkey },
+	};
+	struct ibv_wc wc;
+
+	snprintf(b.buf + 512, 32, "read by RDMA READ");
+	CHECK(!post1(a.qp, &wr), "post READ");
+	CHECK(!expect_wc(a.cq, 2, IBV_WC_RDMA_READ, &wc), "READ completion");
+	CHECK(wc.byte_len == 32, "byte_len %u", wc.byte_len);
+	CHECK(!strcmp(a.buf + 256, "read by RDMA READ"), "got '%.32s'", a.buf + 256);
+	return 0;
+}
+
+/* test_send_imm: B's receive completes through B's extended CQ; A's send
+ * completion is awaited through A's completion channel. */
+static int test_send_imm(void)
+{
+	struct ibv_sge rsge = { (uintptr_t)b.buf + 1024, 64, b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 3, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)a.buf + 1024, 20, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 4, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0x12345678),
+	};
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq *ev_cq;
+	struct ibv_wc wc;
+	void *ev_ctx;
+	int i, rc;
+
+	CHECK(!ibv_post_recv(b.qp, &rwr, &rbad), "post_recv");
+	CHECK(!ibv_req_notify_cq(a.cq, 0), "req_notify_cq");
+	memcpy(a.buf + 1024, "send with immediate", 20);
+	CHECK(!post1(a.qp, &wr), "post SEND_WITH_IMM");
+	CHECK(!ibv_get_cq_event(a.ch, &ev_cq, &ev_ctx), "get_cq_event");
+	CHECK(ev_cq == a.cq && ev_ctx == &a, "event for cq %p ctx %p", (void *)ev_cq, ev_ctx);
+	ibv_ack_cq_events(ev_cq, 1);
+	CHECK(!expect_wc(a.cq, 4, IBV_WC_SEND, &wc), "SEND completion");
+
+	for (i = 0; i < 100000; i++) {
+		rc = ibv_start_poll(b.cqx, &pa);
+		if (rc != ENOENT)
+			break;
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	CHECK(rc == 0, "start_poll %d", rc);
+	CHECK(b.cqx->status == IBV_WC_SUCCESS && b.cqx->wr_id == 3, "recv status %d wr_id %" PRIu64,
+	      b.cqx->status, b.cqx->wr_id);
+	CHECK(ibv_wc_read_opcode(b.cqx) == IBV_WC_RECV, "opcode %d", ibv_wc_read_opcode(b.cqx));
+	CHECK(ibv_wc_read_byte_len(b.cqx) == 20, "byte_len %u", ibv_wc_read_byte_len(b.cqx));
+	CHECK(ibv_wc_read_wc_flags(b.cqx) & IBV_WC_WITH_IMM, "no IBV_WC_WITH_IMM");
+	CHECK(ntohl(ibv_wc_read_imm_data(b.cqx)) == 0x12345678, "imm %08x",
+	      ntohl(ibv_wc_read_imm_data(b.cqx)));
+	CHECK(ibv_wc_read_qp_num(b.cqx) == b.qp->qp_num, "qp_num %u", ibv_wc_read_qp_num(b.cqx));
+	CHECK(ibv_next_poll(b.cqx) == ENOENT, "a second completion");
+	ibv_end_poll(b.cqx);
+	CHECK(!strcmp(b.buf + 1024, "send with immediate"), "received '%.64s'", b.buf + 1024);
+	return 0;
+}
+
+/* test_inline: the payload is gathered from a stack buffer at post time. */
+static int test_inline(void)
+{
+	char msg[32] = "inline payload";
+	struct ibv_sge rsge = { (uintptr_t)b.buf + 2048, 64, b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 5, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)msg, sizeof(msg), 0 };
+	struct ibv_send_wr wr = {
+		.wr_id = 6, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+	};
+	struct ibv_wc wc;
+
+	CHECK(!ibv_post_recv(b.qp, &rwr, &rbad), "post_recv");
+	CHECK(!post1(a.qp, &wr), "post inline SEND");
+	memset(msg, 'x', sizeof(msg)); /* the library copied it already */
+	CHECK(!expect_wc(a.cq, 6, IBV_WC_SEND, &wc), "SEND completion");
+	CHECK(!expect_wc(b.cq, 5, IBV_WC_RECV, &wc), "RECV completion");
+	CHECK(wc.byte_len == 32, "byte_len %u", wc.byte_len);
+	CHECK(!strcmp(b.buf + 2048, "inline payload"), "received '%.64s'", b.buf + 2048);
+	return 0;
+}
+
+static int atomic(enum ibv_wr_opcode op, uint64_t cmp_add, uint64_t swap, uint64_t *old)
+{
+	uint64_t *local = (uint64_t *)(a.buf + 4096);
+	struct ibv_sge sge = { (uintptr_t)local, 8, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 7, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.atomic = { (uintptr_t)b.buf + 4096, cmp_add, swap, b.mr->rkey },
+	};
+	struct ibv_wc wc;
+
+	*local = 0xdeadbeef;
+	CHECK(!post1(a.qp, &wr), "post atomic %d", op);
+	CHECK(!expect_wc(a.cq, 7, op == IBV_WR_ATOMIC_FETCH_AND_ADD ? IBV_WC_FETCH_ADD :
+			 IBV_WC_COMP_SWAP, &wc), "atomic completion");
+	*old = *local;
+	return 0;
+}
+
+static int test_atomics(void)
+{
+	volatile uint64_t *target = (uint64_t *)(b.buf + 4096);
+	uint64_t old;
+
+	*target = 100;
+	CHECK(!atomic(IBV_WR_ATOMIC_FETCH_AND_ADD, 5, 0, &old), "fetch_add");
+	CHECK(old == 100, "fetch_add returned %" PRIu64, old);
+	CHECK(*target == 105, "target %" PRIu64 " after fetch_add", *target);
+	CHECK(!atomic(IBV_WR_ATOMIC_CMP_AND_SWP, 104, 7, &old), "cmp_swp miss");
+	CHECK(old == 105 && *target == 105, "cmp_swp miss: old %" PRIu64 " target %" PRIu64,
+	      old, *target);
+	CHECK(!atomic(IBV_WR_ATOMIC_CMP_AND_SWP, 105, 7, &old), "cmp_swp hit");
+	CHECK(old == 105 && *target == 7, "cmp_swp hit: old %" PRIu64 " target %" PRIu64,
+	      old, *target);
+	return 0;
+}
+
+/* test_wr_api: two WRITEs in one wr_start/wr_complete batch. */
+static int test_wr_api(void)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(a.qp);
+	struct ibv_wc wc;
+
+	CHECK(qpx, "ibv_qp_to_qp_ex");
+	snprintf(a.buf + 3072, 16, "wr api one");
+	snprintf(a.buf + 3088, 16, "wr api two");
+	ibv_wr_start(qpx);
+	qpx->wr_id = 8;
+	qpx->wr_flags = 0;
+	ibv_wr_rdma_write(qpx, b.mr->rkey, (uintptr_t)b.buf + 3072);
+	ibv_wr_set_sge(qpx, a.mr->lkey, (uintptr_t)a.buf + 3072, 16);
+	qpx->wr_id = 9;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b.mr->rkey, (uintptr_t)b.buf + 3088);
+	ibv_wr_set_sge(qpx, a.mr->lkey, (uintptr_t)a.buf + 3088, 16);
+	CHECK(!ibv_wr_complete(qpx), "wr_complete");
+	CHECK(!expect_wc(a.cq, 9, IBV_WC_RDMA_WRITE, &wc), "wr api completion");
+	CHECK(!strcmp(b.buf + 3072, "wr api one") && !strcmp(b.buf + 3088, "wr api two"),
+	      "target holds '%.16s' '%.16s'", b.buf + 3072, b.buf + 3088);
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_abort(qpx);
+	return 0;
+}
+
+static int test_query_qp(void)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+
+	CHECK(!ibv_query_qp(a.qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &ia), "query_qp");
+	CHECK(qa.qp_state == IBV_QPS_RTS, "state %d", qa.qp_state);
+	CHECK(qa.dest_qp_num == b.qp->qp_num, "dest_qp_num %u", qa.dest_qp_num);
+	CHECK(ia.send_cq == a.cq && ia.cap.max_send_wr >= 16, "init attr");
+	return 0;
+}
+
+static int modify_ud(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr at = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111,
+	};
+
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_QKEY), "UD INIT");
+	at.qp_state = IBV_QPS_RTR;
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE), "UD RTR");
+	at.qp_state = IBV_QPS_RTS;
+	at.sq_psn = 0;
+	CHECK(!ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), "UD RTS");
+	return 0;
+}
+
+static int test_ud(void)
+{
+	struct ibv_qp *ua = make_qp(&a, IBV_QPT_UD, NULL), *ub = make_qp(&b, IBV_QPT_UD, NULL);
+	struct ibv_ah_attr aa = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .dgid = b.gid, .sgid_index = a.gid_index, .hop_limit = 1 },
+	};
+	struct ibv_sge rsge = { (uintptr_t)b.buf + 5120, 40 + 64, b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 10, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)a.buf + 5120, 16, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 11, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+	int rc = -1;
+
+	CHECK(ua && ub, "create UD QPs");
+	if (modify_ud(ua) || modify_ud(ub))
+		goto out;
+	ah = ibv_create_ah(a.pd, &aa);
+	CHECK(ah, "create_ah");
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = ub->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	snprintf(a.buf + 5120, 16, "UD datagram");
+	CHECK(!ibv_post_recv(ub, &rwr, &rbad), "UD post_recv");
+	CHECK(!post1(ua, &wr), "UD post_send");
+	if (expect_wc(a.cq, 11, IBV_WC_SEND, &wc) || expect_wc(b.cq, 10, IBV_WC_RECV, &wc))
+		goto out;
+	CHECK(wc.byte_len == 40 + 16, "UD byte_len %u", wc.byte_len);
+	CHECK(wc.src_qp == ua->qp_num, "src_qp %u want %u", wc.src_qp, ua->qp_num);
+	CHECK(wc.wc_flags & IBV_WC_GRH, "no IBV_WC_GRH");
+	CHECK(!strcmp(b.buf + 5120 + 40, "UD datagram"), "received '%.16s'", b.buf + 5160);
+	CHECK(!ibv_destroy_ah(ah), "destroy_ah");
+	rc = 0;
+out:
+	if (ua && ibv_destroy_qp(ua))
+		rc = -1;
+	if (ub && ibv_destroy_qp(ub))
+		rc = -1;
+	return rc;
+}
+
+static int test_srq(void)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+	struct ibv_qp *qa = NULL, *qb = NULL;
+	struct ibv_sge rsge = { (uintptr_t)b.buf + 6144, 64, b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 12, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)a.buf + 6144, 16, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 13, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct pollfd pfd = { .fd = b.ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	struct ibv_srq_attr q;
+	struct ibv_wc wc;
+	int rc = -1;
+
+	CHECK(srq, "create_srq");
+	CHECK(sa.attr.max_wr >= 8, "srq max_wr %u", sa.attr.max_wr);
+	qa = make_qp(&a, IBV_QPT_RC, NULL);
+	qb = make_qp(&b, IBV_QPT_RC, srq);
+	if (!qa || !qb || connect_rc(qa, &a, qb, &b) || connect_rc(qb, &b, qa, &a))
+		goto out;
+	CHECK(!ibv_query_srq(srq, &q), "query_srq");
+	CHECK(q.max_wr >= 8, "query_srq max_wr %u", q.max_wr);
+	snprintf(a.buf + 6144, 16, "to the SRQ");
+	CHECK(!ibv_post_srq_recv(srq, &rwr, &rbad), "post_srq_recv");
+	rwr.wr_id = 16;
+	rsge.addr += 64;
+	CHECK(!ibv_post_srq_recv(srq, &rwr, &rbad), "post_srq_recv");
+	q.srq_limit = 2;
+	CHECK(!ibv_modify_srq(srq, &q, IBV_SRQ_LIMIT), "modify_srq limit");
+	CHECK(!post1(qa, &wr), "post SEND");
+	if (expect_wc(a.cq, 13, IBV_WC_SEND, &wc) || expect_wc(b.cq, 12, IBV_WC_RECV, &wc))
+		goto out;
+	CHECK(wc.qp_num == qb->qp_num, "qp_num %u", wc.qp_num);
+	CHECK(!strcmp(b.buf + 6144, "to the SRQ"), "received '%.16s'", b.buf + 6144);
+	/* One receive left, under the limit of 2: the SRQ limit event. */
+	CHECK(poll(&pfd, 1, 10000) == 1, "no async event");
+	CHECK(!ibv_get_async_event(b.ctx, &ev), "get_async_event");
+	CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq,
+	      "event %s", ibv_event_type_str(ev.event_type));
+	ibv_ack_async_event(&ev);
+	rc = 0;
+out:
+	if (qa && ibv_destroy_qp(qa))
+		rc = -1;
+	if (qb && ibv_destroy_qp(qb))
+		rc = -1;
+	if (srq && ibv_destroy_srq(srq))
+		rc = -1;
+	return rc;
+}
+
+/* in_memfd tells whether addr is in one of the library's memfd mappings. */
+static int in_memfd(const void *addr)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long s, e;
+	char line[512];
+	int found = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && (uintptr_t)addr >= s &&
+		    (uintptr_t)addr < e && strstr(line, "/memfd:softroce-mr"))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+/* test_stack_mr: a buffer on the caller's own stack can be registered (the
+ * library moves those pages from another thread) and the stack stays
+ * intact; dereg_mr gives the pages back to private memory. */
+static int test_stack_mr(void)
+{
+	char local[512];
+	volatile int canary = 0x5eed;
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.wr_id = 14, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 512, b.mr->rkey },
+	};
+	struct ibv_wc wc;
+
+	memset(local, 0, sizeof(local));
+	mr = ibv_reg_mr(a.pd, local, sizeof(local), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "reg_mr on the stack");
+	CHECK(in_memfd(local) == 1, "registered stack page not in a memfd");
+	sge = (struct ibv_sge){ (uintptr_t)local, 32, mr->lkey };
+	snprintf(b.buf + 512, 32, "read onto the stack");
+	CHECK(!post1(a.qp, &wr), "post READ");
+	CHECK(!expect_wc(a.cq, 14, IBV_WC_RDMA_READ, &wc), "READ completion");
+	CHECK(!strcmp(local, "read onto the stack"), "got '%.32s'", local);
+	CHECK(canary == 0x5eed, "canary %x", canary);
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	CHECK(in_memfd(local) == 0, "stack page still in a memfd after dereg_mr");
+	CHECK(!strcmp(local, "read onto the stack"), "after dereg_mr '%.32s'", local);
+	return 0;
+}
+
+/* test_rereg: an MR moved to another buffer by ibv_rereg_mr works there. */
+static int test_rereg(void)
+{
+	char *one = calloc(1, 4096), *two = calloc(1, 4096);
+	struct ibv_mr *mr = ibv_reg_mr(a.pd, one, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.wr_id = 15, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 512, b.mr->rkey },
+	};
+	struct ibv_wc wc;
+
+	CHECK(one && two && mr, "reg_mr");
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, two, 4096, 0) == 0,
+	      "rereg_mr");
+	CHECK(mr->addr == two && mr->length == 4096, "rereg_mr addr %p", mr->addr);
+	CHECK(ibv_rereg_mr(mr, 1 << 5, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT,
+	      "rereg_mr with an unknown flag");
+	sge = (struct ibv_sge){ (uintptr_t)two, 32, mr->lkey };
+	snprintf(b.buf + 512, 32, "read after rereg");
+	CHECK(!post1(a.qp, &wr), "post READ");
+	CHECK(!expect_wc(a.cq, 15, IBV_WC_RDMA_READ, &wc), "READ completion");
+	CHECK(!strcmp(two, "read after rereg") && !one[0], "got '%.32s'", two);
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	free(one);
+	free(two);
+	return 0;
+}
+
+static int test_errors(void)
+{
+	struct ibv_pd *pd;
+
+	errno = 0;
+	CHECK(!ibv_reg_mr(a.pd, (void *)4096, 4096, ACCESS) && errno == EFAULT,
+	      "reg_mr of unmapped memory");
+	pd = ibv_alloc_pd(a.ctx);
+	CHECK(pd, "alloc_pd");
+	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+	return 0;
+}
+
+/* test_fork: a child gets its own copy of registered memory (as with a
+ * current kernel), so its writes do not reach the parent, and the parent's
+ * MR keeps working. */
+static int test_fork(void)
+{
+	pid_t pid;
+	int st;
+
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "fork status %d",
+	      ibv_is_fork_initialized());
+	snprintf(b.buf + 64, 32, "before fork");
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		int ok = !strcmp(b.buf + 64, "before fork");
+
+		strcpy(b.buf + 64, "child wrote");
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child saw other data (status %d)", st);
+	CHECK(!strcmp(b.buf + 64, "before fork"), "parent sees '%.32s'", b.buf + 64);
+	return test_write();
+}
+
+static int setup(void)
+{
+	CHECK(!open_end(&a, 1, 0), "end a");
+	CHECK(!open_end(&b, 0, 1), "end b");
+	a.qp = make_qp(&a, IBV_QPT_RC, NULL);
+	CHECK(a.qp, "create_qp a");
+	b.qp = make_qp(&b, IBV_QPT_RC, NULL);
+	CHECK(b.qp, "create_qp b");
+	CHECK(!connect_rc(a.qp, &a, b.qp, &b), "connect a");
+	CHECK(!connect_rc(b.qp, &b, a.qp, &a), "connect b");
+	return 0;
+}
+
+int main(void)
+{
+	struct ibv_device **list;
+	int num;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	list = ibv_get_device_list(&num);
+	if (!list || num < 1) {
+		perror("ibv_get_device_list");
+		return 1;
+	}
+	dev = list[0];
+	RUN(setup());
+	RUN(test_write());
+	RUN(test_read());
+	RUN(test_send_imm());
+	RUN(test_inline());
+	RUN(test_atomics());
+	RUN(test_wr_api());
+	RUN(test_query_qp());
+	RUN(test_ud());
+	RUN(test_srq());
+	RUN(test_stack_mr());
+	RUN(test_rereg());
+	RUN(test_errors());
+	RUN(test_fork());
+out:
+	close_end(&a);
+	close_end(&b);
+	ibv_free_device_list(list);
+	printf("%s\n", failures ? "FAILED" : "PASS");
+	return failures ? 1 : 0;
+}
