@@ -46,14 +46,16 @@ struct srl_chan {
 #define SRL_CQ_BATCH 16
 
 /* srl_cq: every CQ is an ibv_cq_ex (an ibv_cq is its prefix), so that
- * ibv_cq_ex_to_cq and the start_poll family work on any of them. cache holds
- * completions fetched by start_poll/next_poll and not yet consumed; ibv_poll_cq
- * takes them first so that nothing is lost between the two APIs. */
+ * ibv_cq_ex_to_cq and the start_poll family work on any of them. cache is a
+ * ring of completions taken from the daemon and not yet consumed: those
+ * start_poll/next_poll fetched in a batch, and those a modify to RESET of
+ * another QP drained while removing its own (sr_cq_clean). Both pollers take
+ * from it first, so nothing is lost or reordered. */
 struct srl_cq {
 	struct ibv_cq_ex cq;
 	pthread_mutex_t poll_lock;
-	struct sr_wc cache[SRL_CQ_BATCH];
-	int head, n;
+	struct sr_wc *cache;
+	int head, n, cap; /* cap: SRL_CQ_BATCH, or more after sr_cq_clean */
 	struct sr_wc cur; /* the completion start_poll/next_poll made current */
 };
 
@@ -123,6 +125,10 @@ int sr_post_call(struct ibv_context *ctx, uint32_t op, const void *body, size_t 
 		 uint32_t *bad);
 int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 		      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+/* cq.c: drop the completions of QP qpn from cq, in the library's cache and
+ * in the daemon (0 or an errno value). */
+int sr_cq_clean(struct ibv_cq *cq, uint32_t qpn);
 
 /* channel.c: take one event from a daemon eventfd (0, or -1 with errno). */
 int sr_take_event(int fd);

@@ -50,7 +50,7 @@ static int poll_wire(struct ibv_cq *cq, struct sr_wc *out, uint32_t max)
 	return got / sizeof(*out);
 }
 
-/* sr_poll_cq is ibv_poll_cq: completions cached by the extended API first,
+/* sr_poll_cq is ibv_poll_cq: completions in the cache first,
  * then the daemon's, in batches. Returns the number, or -1 (errno set). */
 int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
@@ -61,7 +61,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	pthread_mutex_lock(&cq->poll_lock);
 	while (done < num_entries && cq->n > 0) {
 		wc_from_wire(&wc[done++], &cq->cache[cq->head]);
-		cq->head = (cq->head + 1) % SRL_CQ_BATCH;
+		cq->head = (cq->head + 1) % cq->cap;
 		cq->n--;
 	}
 	while (done < num_entries) {
@@ -109,11 +109,64 @@ static int ex_next(struct ibv_cq_ex *ex)
 		cq->n = n;
 	}
 	cq->cur = cq->cache[cq->head];
-	cq->head = (cq->head + 1) % SRL_CQ_BATCH;
+	cq->head = (cq->head + 1) % cq->cap;
 	cq->n--;
 	ex->wr_id = cq->cur.wr_id;
 	ex->status = cq->cur.status;
 	return 0;
+}
+
+/* cache_push appends w to the cache ring, doubling it when full. */
+static int cache_push(struct srl_cq *cq, const struct sr_wc *w)
+{
+	if (cq->n == cq->cap) {
+		struct sr_wc *c = malloc(2 * cq->cap * sizeof(*c));
+		int i;
+
+		if (!c)
+			return ENOMEM;
+		for (i = 0; i < cq->n; i++)
+			c[i] = cq->cache[(cq->head + i) % cq->cap];
+		free(cq->cache);
+		cq->cache = c;
+		cq->head = 0;
+		cq->cap *= 2;
+	}
+	cq->cache[(cq->head + cq->n++) % cq->cap] = *w;
+	return 0;
+}
+
+/* sr_cq_clean removes QP qpn's completions from the CQ, as rdma-core's
+ * mlx4/mlx5 providers do when a QP goes to RESET: a QP brought back from
+ * ERR must not find its old flushed WRs ahead of its new completions. The
+ * daemon's queue cannot be edited, so everything in it moves to the cache,
+ * less qpn's; the other QPs' completions keep their order. */
+int sr_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct srl_cq *cq = to_lcq(ibcq);
+	struct sr_wc buf[64];
+	int i, n, kept = 0, err = 0;
+
+	pthread_mutex_lock(&cq->poll_lock);
+	for (i = 0; i < cq->n; i++) {
+		struct sr_wc w = cq->cache[(cq->head + i) % cq->cap];
+
+		if (w.qp_num != qpn)
+			cq->cache[(cq->head + kept++) % cq->cap] = w;
+	}
+	cq->n = kept;
+	do {
+		n = poll_wire(ibcq, buf, sizeof(buf) / sizeof(buf[0]));
+		if (n < 0) {
+			err = -n;
+			break;
+		}
+		for (i = 0; i < n && !err; i++)
+			if (buf[i].qp_num != qpn)
+				err = cache_push(cq, &buf[i]);
+	} while (!err && n == (int)(sizeof(buf) / sizeof(buf[0])));
+	pthread_mutex_unlock(&cq->poll_lock);
+	return err;
 }
 
 static int ex_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
@@ -209,10 +262,14 @@ static struct srl_cq *create_cq(struct ibv_context *ctx, uint32_t cqe, void *cq_
 		return NULL;
 	}
 	cq = calloc(1, sizeof(*cq));
-	if (!cq) {
+	if (cq)
+		cq->cache = calloc(SRL_CQ_BATCH, sizeof(*cq->cache));
+	if (!cq || !cq->cache) {
+		free(cq);
 		errno = ENOMEM;
 		return NULL;
 	}
+	cq->cap = SRL_CQ_BATCH;
 	if (channel)
 		req.channel = ((struct srl_chan *)channel)->handle;
 	err = sr_ctx_call(ctx, SR_OP_CREATE_CQ, &req, sizeof(req), &resp, sizeof(resp));
@@ -220,6 +277,7 @@ static struct srl_cq *create_cq(struct ibv_context *ctx, uint32_t cqe, void *cq_
 		err = sr_obj_add(ctx, SR_ELEM_CQ, resp.handle, cq);
 	if (err) {
 		/* A CQ the table cannot hold is still destroyed on close. */
+		free(cq->cache);
 		free(cq);
 		errno = err;
 		return NULL;
@@ -327,6 +385,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		pthread_mutex_unlock(&ctx->mutex);
 	}
 	pthread_mutex_destroy(&lcq->poll_lock);
+	free(lcq->cache);
 	free(lcq);
 	return 0;
 }

@@ -535,6 +535,10 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
 		return errno = EINVAL, NULL;
+	/* softroce has no memory windows (README.md): an MR that allows
+	 * binding one is refused as a provider without MWs refuses it. */
+	if (access & IBV_ACCESS_MW_BIND)
+		return errno = EOPNOTSUPP, NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return errno = ENOMEM, NULL;
@@ -637,9 +641,12 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* ibv_rereg_mr registers the new translation, PD or access first and then
- * drops the old registration, so a failure leaves the old MR valid; the MR
- * keeps its address (as the kernel's), with new keys. */
+/* ibv_rereg_mr registers the new translation or PD first and then drops
+ * the old registration, so a failure leaves the old MR valid; the MR keeps
+ * its address (as the kernel's), with new keys, which ibv_rereg_mr may hand
+ * out. A change of access is refused (EOPNOTSUPP): its point is to grant or
+ * revoke remote access under the rkey a peer already holds, which rxe keeps
+ * but a new registration in softroce's daemon cannot (README.md). */
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		 size_t length, int access)
 {
@@ -655,14 +662,17 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		errno = EOPNOTSUPP;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	if (!(flags & IBV_REREG_MR_CHANGE_PD))
 		pd = mr->pd;
 	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
 		addr = mr->addr;
 		length = mr->length;
 	}
-	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
-		access = m->access;
+	access = m->access;
 	nmr = reg_mr(pd, addr, length, (uintptr_t)addr, access);
 	if (!nmr)
 		return IBV_REREG_MR_ERR_INPUT;

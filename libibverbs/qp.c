@@ -48,6 +48,15 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	/* softroce's engine has RC, UC and UD QPs only; RAW_PACKET, XRC and
+	 * driver QPs are EOPNOTSUPP, as from a provider without them (and
+	 * pyverbs skips), rather than the daemon's EINVAL for a type it does
+	 * not know. */
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if (!attr->pd || attr->pd->context != ctx) {
 		errno = EINVAL;
 		return NULL;
@@ -176,6 +185,15 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 		return errno = err, err;
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
+	/* A QP in RESET has no completions left (sr_cq_clean). */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		if (qp->send_cq)
+			err = sr_cq_clean(qp->send_cq, qp->qp_num);
+		if (!err && qp->recv_cq && qp->recv_cq != qp->send_cq)
+			err = sr_cq_clean(qp->recv_cq, qp->qp_num);
+		if (err)
+			return errno = err, err;
+	}
 	return 0;
 }
 
@@ -200,6 +218,15 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 	cap_from_wire(&init_attr->cap, &resp.init.cap);
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
+	/* A QP in RESET has no completions left (sr_cq_clean). */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		if (qp->send_cq)
+			err = sr_cq_clean(qp->send_cq, qp->qp_num);
+		if (!err && qp->recv_cq && qp->recv_cq != qp->send_cq)
+			err = sr_cq_clean(qp->recv_cq, qp->qp_num);
+		if (err)
+			return errno = err, err;
+	}
 	return 0;
 }
 

@@ -445,6 +445,7 @@ func TestDaemonProtocol(t *testing.T) {
 		{"cq on unknown channel", opCreateCQ, enc(wireCreateCQ{CQE: 4, Channel: 77}), syscall.EINVAL, 0},
 		{"poll unknown cq", opPollCQ, enc(wirePollCQ{Handle: 77, Max: 1}), syscall.EINVAL, 0},
 		{"qp in unknown pd", opCreateQP, enc(wireCreateQP{PD: 77, SRQ: srNone, QPType: ibvQPTRC}), syscall.EINVAL, 0},
+		{"raw packet qp", opCreateQP, enc(wireCreateQP{PD: 77, SRQ: srNone, QPType: 8}), syscall.EOPNOTSUPP, 0},
 		{"modify unknown qp", opModifyQP, enc(wireModifyQP{Handle: 77}), syscall.EINVAL, 0},
 		{"post short", opPostSend, []byte{1, 2, 3}, syscall.EINVAL, 4},
 		{"post unknown qp", opPostRecv, enc(wirePost{Handle: 77}), syscall.EINVAL, 4},

@@ -167,7 +167,10 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 	}
 	pd, scq, rcq := c.pds[r.PD], c.cqs[r.SendCQ], c.cqs[r.RecvCQ]
 	typ, ok := qpTypeFromWire(r.QPType)
-	if pd == nil || scq == nil || rcq == nil || !ok {
+	if !ok {
+		return syscall.EOPNOTSUPP // RAW_PACKET, XRC, ...: a type softroce lacks, as a provider says
+	}
+	if pd == nil || scq == nil || rcq == nil {
 		return syscall.EINVAL
 	}
 	init := verbsapi.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: typ, SigAll: r.SQSigAll != 0}

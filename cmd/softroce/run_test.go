@@ -168,7 +168,7 @@ func TestLibStrings(t *testing.T) {
 // TestLibQuery runs libibverbs/tests/query.c, built against the distro's
 // headers and our library, under softroce run: the query verbs beyond what
 // ibv_devinfo uses (gid_ex, gid_table, pkey, device index), their errors, and
-// an unimplemented verb failing with ENOSYS.
+// importing a PD failing with EOPNOTSUPP.
 func TestLibQuery(t *testing.T) {
 	lib := buildLib(t)
 	exe := filepath.Join(t.TempDir(), "query")
@@ -196,7 +196,7 @@ gid_ex 5 rc ENODATA
 gid_table 2 [0]%s [1]::ffff:10.0.0.5
 gid_table short -22
 pkey rc 0 0xffff
-import_pd NULL errno ENOSYS
+import_pd NULL errno EOPNOTSUPP
 close 0
 `, d.ctx.QueryDevice().NodeGUID, port.ActiveMTU.Enum(), gid0)
 	require.Equal(t, want, stdout.String())

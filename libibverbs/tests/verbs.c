@@ -5,7 +5,8 @@
  * inline SEND, FETCH_ADD and CMP_SWAP (checked in the target's memory: the
  * daemon works on the program's own pages), the ibv_wr_* API, the extended
  * CQ API, UD through an address handle, an SRQ and its limit event, registering stack memory,
- * ibv_rereg_mr, and fork. Exits 0 when all pass;
+ * ibv_rereg_mr, a QP's completions dropped when it goes to RESET, the
+ * EOPNOTSUPP answers for what softroce lacks, and fork. Exits 0 when all pass;
  * cmd/softroce runs it against a daemon. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -593,6 +594,9 @@ static int test_rereg(void)
 	CHECK(mr->addr == two && mr->length == 4096, "rereg_mr addr %p", mr->addr);
 	CHECK(ibv_rereg_mr(mr, 1 << 5, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT,
 	      "rereg_mr with an unknown flag");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, ACCESS) ==
+	      IBV_REREG_MR_ERR_INPUT && errno == EOPNOTSUPP, "rereg_mr of the access");
 	sge = (struct ibv_sge){ (uintptr_t)two, 32, mr->lkey };
 	snprintf(b.buf + 512, 32, "read after rereg");
 	CHECK(!post1(a.qp, &wr), "post READ");
@@ -601,6 +605,114 @@ static int test_rereg(void)
 	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
 	free(one);
 	free(two);
+	return 0;
+}
+
+/* test_rereg_pd: an MR moved to another PD is refused by a.qp (local
+ * protection error on a.qp, which then goes through RESET back to RTS), and
+ * moved back it works again. */
+static int test_rereg_pd(void)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(a.ctx);
+	struct ibv_sge sge = { (uintptr_t)a.buf + 3072, 32, 0 };
+	struct ibv_send_wr wr = {
+		.wr_id = 22, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 3072, b.mr->rkey },
+	};
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc;
+
+	CHECK(pd, "alloc_pd");
+	CHECK(!ibv_rereg_mr(a.mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0), "rereg_mr to a new PD");
+	CHECK(a.mr->pd == pd, "mr pd %p", (void *)a.mr->pd);
+	sge.lkey = a.mr->lkey;
+	CHECK(!post1(a.qp, &wr), "post READ");
+	CHECK(!wait_wc(a.cq, &wc) && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "READ into an MR of another PD: status %s", ibv_wc_status_str(wc.status));
+	CHECK(!ibv_modify_qp(a.qp, &at, IBV_QP_STATE), "a to RESET");
+	CHECK(!ibv_modify_qp(b.qp, &at, IBV_QP_STATE), "b to RESET");
+	CHECK(!connect_rc(a.qp, &a, b.qp, &b) && !connect_rc(b.qp, &b, a.qp, &a), "reconnect");
+	CHECK(!ibv_rereg_mr(a.mr, IBV_REREG_MR_CHANGE_PD, a.pd, NULL, 0, 0), "rereg_mr back");
+	sge.lkey = a.mr->lkey;
+	snprintf(b.buf + 3072, 32, "read after the PD came back");
+	CHECK(!post1(a.qp, &wr), "post READ");
+	CHECK(!expect_wc(a.cq, 22, IBV_WC_RDMA_READ, &wc), "READ completion");
+	CHECK(!strcmp(a.buf + 3072, "read after the PD came back"), "got '%.32s'", a.buf + 3072);
+	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+	return 0;
+}
+
+/* test_reset_cleans_cq: a QP taken to RESET leaves none of its completions
+ * in its CQ (here a flushed receive), while another QP's completion on the
+ * same CQ stays. */
+static int test_reset_cleans_cq(void)
+{
+	struct ibv_qp *qa = make_qp(&a, IBV_QPT_RC, NULL), *qb = make_qp(&b, IBV_QPT_RC, NULL);
+	struct ibv_sge rsge = { (uintptr_t)b.buf + 7168, 64, b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 20, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)a.buf + 7168, 16, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 21, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc;
+	int rc = -1;
+
+	CHECK(qa && qb, "create QPs");
+	if (connect_rc(qa, &a, qb, &b) || connect_rc(qb, &b, qa, &a))
+		goto out;
+	CHECK(!ibv_post_recv(qb, &rwr, &rbad), "post_recv on qb");
+	rwr.wr_id = 21;
+	rsge.addr += 64;
+	CHECK(!ibv_post_recv(b.qp, &rwr, &rbad), "post_recv on b.qp");
+	CHECK(!post1(a.qp, &wr), "post SEND");
+	if (expect_wc(a.cq, 21, IBV_WC_SEND, &wc))
+		goto out;
+	CHECK(!ibv_modify_qp(qb, &at, IBV_QP_STATE), "qb to ERR");
+	at.qp_state = IBV_QPS_RESET;
+	CHECK(!ibv_modify_qp(qb, &at, IBV_QP_STATE), "qb to RESET");
+	if (expect_wc(b.cq, 21, IBV_WC_RECV, &wc))
+		goto out;
+	CHECK(wc.qp_num == b.qp->qp_num, "qp_num %u", wc.qp_num);
+	CHECK(ibv_poll_cq(b.cq, 1, &wc) == 0, "left in the CQ: wr %" PRIu64 " status %s",
+	      wc.wr_id, ibv_wc_status_str(wc.status));
+	rc = 0;
+out:
+	if (qa && ibv_destroy_qp(qa))
+		rc = -1;
+	if (qb && ibv_destroy_qp(qb))
+		rc = -1;
+	return rc;
+}
+
+/* test_unsupported: what softroce lacks fails with EOPNOTSUPP, which
+ * programs (and pyverbs) take for "not supported", never ENOSYS. */
+static int test_unsupported(void)
+{
+	struct ibv_qp_init_attr qa = {
+		.send_cq = a.cq, .recv_cq = a.cq, .qp_type = IBV_QPT_RAW_PACKET,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	int fd;
+
+	errno = 0;
+	CHECK(!ibv_create_qp(a.pd, &qa) && errno == EOPNOTSUPP, "create RAW_PACKET QP");
+	errno = 0;
+	CHECK(!ibv_reg_mr(a.pd, a.buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) &&
+	      errno == EOPNOTSUPP, "reg_mr with MW_BIND");
+	errno = 0;
+	CHECK(!ibv_alloc_mw(a.pd, IBV_MW_TYPE_2) && errno == EOPNOTSUPP, "alloc_mw");
+	fd = dup(a.ctx->cmd_fd);
+	CHECK(fd >= 0, "dup cmd_fd");
+	errno = 0;
+	CHECK(!ibv_import_device(fd) && errno == EOPNOTSUPP, "import_device");
+	close(fd);
+	errno = 0;
+	CHECK(!ibv_import_pd(a.ctx, 0) && errno == EOPNOTSUPP, "import_pd");
+	errno = 0;
+	CHECK(!ibv_import_mr(a.pd, 0) && errno == EOPNOTSUPP, "import_mr");
 	return 0;
 }
 
@@ -679,6 +791,9 @@ int main(void)
 	RUN(test_srq());
 	RUN(test_stack_mr());
 	RUN(test_rereg());
+	RUN(test_rereg_pd());
+	RUN(test_reset_cleans_cq());
+	RUN(test_unsupported());
 	RUN(test_errors());
 	RUN(test_fork());
 out:
