@@ -33,15 +33,15 @@ system's, talking to a softroce daemon. If a daemon answers on the socket
 run starts a device on the link the flags describe, serves it on a private
 socket for as long as PROGRAM runs, and closes it afterwards.
 
-The library must be built first: make -C libibverbs. run finds it with --lib,
-else $SOFTROCE_LIBDIR, else in a libibverbs/ directory next to the softroce
-binary or in the current directory or one of its parents.
+run finds the library with --lib, else $SOFTROCE_LIBDIR, else in a
+libibverbs/ directory next to the softroce binary or in the current directory
+or one of its parents; in a source checkout it runs make there first (gcc and
+libibverbs-dev), so the library is always built from the current sources.
 
 run is equivalent to starting 'softroce daemon' and running
   SOFTROCE_SOCKET=SOCKET LD_LIBRARY_PATH=LIBDIR PROGRAM ARGS
 It exits with PROGRAM's status.`,
-		Example: `  make -C libibverbs
-  softroce run -- ibv_devices
+		Example: `  softroce run -- ibv_devices
   softroce run --link udp --addr 127.0.0.2 -- ibv_devinfo -v`,
 	}
 	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
@@ -138,9 +138,29 @@ func findLibDir(flag string) (string, error) {
 	for _, d := range starts {
 		cand := filepath.Join(d, "libibverbs")
 		tried = append(tried, cand)
+		if err := makeLib(cand); err != nil {
+			return "", err
+		}
 		if _, err := os.Stat(filepath.Join(cand, so)); err == nil {
 			return cand, nil
 		}
 	}
 	return "", fmt.Errorf("no built %s in %s: run make -C libibverbs, or pass --lib", so, strings.Join(tried, ", "))
+}
+
+// makeLib brings the library in a source checkout's libibverbs/ up to date,
+// so that run works straight after a clone or a pull: nothing to do where
+// dir holds no Makefile (an installed copy) or make is not installed.
+func makeLib(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
+		return nil
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("make", "-s", "-C", dir, "libibverbs.so.1").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("make -C %s (needs gcc and libibverbs-dev): %w\n%s", dir, err, out)
+	}
+	return nil
 }
