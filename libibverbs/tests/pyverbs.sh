@@ -9,8 +9,11 @@
 #
 # The suite runs under `softroce run`: it uses a daemon that answers on the
 # socket (--socket, else $SOFTROCE_SOCKET, ...) or starts a device of its own
-# (mem link) for the suite's lifetime. The tests' traffic runs between two QPs
-# of one process, looped back by the device.
+# (mem link) for the suite's lifetime. With --direct it needs no softroce
+# binary: a daemon must already serve --socket, and the suite runs with
+# SOFTROCE_SOCKET and LD_LIBRARY_PATH set, which is what `softroce run` does.
+# The tests' traffic runs between two QPs of one process, looped back by the
+# device.
 #
 # Modules are grouped as vendor (test_mlx5_*, test_efa*, test_cuda_*: need
 # mlx5/efa/CUDA), rdmacm (test_rdmacm: needs rdma_cm and a net interface),
@@ -27,7 +30,8 @@ usage: pyverbs.sh [options] [-- unittest args (-k PATTERN, test names)]
   --softroce BIN    softroce binary (default: $SOFTROCE, softroce on PATH, else go build)
   --lib DIR         directory of the built libibverbs.so.1 (default: this repo's libibverbs/)
   --socket PATH     daemon socket for softroce run (default: softroce run's rule)
-  --log FILE        full unittest -v output (default: ${TMPDIR:-/tmp}/softroce-pyverbs.log)
+  --direct          no softroce run: use the daemon already serving --socket
+  --log FILE        full unittest -v output (default: ${TMPDIR:-/tmp}/softroce-pyverbs-PID.log)
   --test-timeout S  seconds one test may take before it is counted as an error (default 300)
   --tests DIR       rdma-core tests to run (default /usr/share/doc/rdma-core/tests)
   --keep            keep the unpacked tests
@@ -36,8 +40,8 @@ EOF
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-dev=rxe0 gid=1 port=1 softroce=${SOFTROCE:-} lib= socket= keep=
-log=${TMPDIR:-/tmp}/softroce-pyverbs.log
+dev=rxe0 gid=1 port=1 softroce=${SOFTROCE:-} lib= socket= keep= direct=
+log=${TMPDIR:-/tmp}/softroce-pyverbs-$$.log
 test_timeout=300
 src=/usr/share/doc/rdma-core/tests
 python=/usr/bin/python3 # Debian's: pyverbs is installed for it, not for a pyenv python
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
 	--test-timeout) test_timeout=$2; shift 2 ;;
 	--tests) src=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--direct) direct=1; shift ;;
 	-h|--help) usage; exit 0 ;;
 	--) shift; break ;;
 	*) echo "pyverbs.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -81,7 +86,9 @@ fi
 [ -f "$lib/libibverbs.so.1" ] || die "$lib/libibverbs.so.1 not built (make -C libibverbs)"
 
 # softroce: given, on PATH, or built from this repo.
-if [ -z "$softroce" ]; then
+if [ -n "$direct" ]; then
+	[ -S "$socket" ] || die "--direct needs --socket with a running daemon ($socket is not a socket)"
+elif [ -z "$softroce" ]; then
 	if command -v softroce >/dev/null 2>&1; then
 		softroce=$(command -v softroce)
 	else
@@ -238,9 +245,16 @@ runflags="--lib $lib -d $dev"
 
 start=$(date +%s)
 rc=0
-# shellcheck disable=SC2086 # runflags holds separate flags
-SOFTROCE_TABLE=$work/table SOFTROCE_TEST_TIMEOUT=$test_timeout \
+export SOFTROCE_TABLE="$work/table" SOFTROCE_TEST_TIMEOUT="$test_timeout"
+if [ -n "$direct" ]; then
+	how="SOFTROCE_SOCKET=$socket LD_LIBRARY_PATH=$lib"
+	SOFTROCE_SOCKET=$socket LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+		"$python" "$work/tests/softroce_run.py" "$@" >"$log" 2>&1 || rc=$?
+else
+	how="$softroce run $runflags --"
+	# shellcheck disable=SC2086 # runflags holds separate flags
 	"$softroce" run $runflags -- "$python" "$work/tests/softroce_run.py" "$@" >"$log" 2>&1 || rc=$?
+fi
 end=$(date +%s)
 
 if [ ! -s "$work/table" ]; then
@@ -250,5 +264,5 @@ fi
 cat "$work/table"
 tail -3 "$log" | grep -E '^(Ran|OK|FAILED)' || true
 echo "time: $((end - start)) s; full output: $log"
-echo "ran: softroce run $runflags -- $python tests/run_tests.py $*"
+echo "ran: $how $python tests/run_tests.py $*"
 exit "$rc"
