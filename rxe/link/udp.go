@@ -44,6 +44,11 @@ import (
 // CheckICRCUnknownIPID. The IPv6 flow label is
 // likewise not visible (rebuilt as 0) but the ICRC masks it. IPv6 sockets
 // accept zero UDP checksums (UDP_NO_CHECK6_RX), which rxe sends.
+//
+// Where the kernel has them, the link sends runs of equal-sized packets with
+// UDP segmentation offload and receives with UDP GRO (udp_gso.go,
+// udp_gro.go): the datagrams on the wire are the same, but the kernel's
+// per-datagram work is done once per run. UDPOptions.NoGSO turns both off.
 
 // DefaultUDPBatch is the number of datagrams a UDP link reads per recvmmsg.
 const DefaultUDPBatch = 64
@@ -79,6 +84,11 @@ type UDPOptions struct {
 	// The kernel caps it at net.core.rmem_max / wmem_max unless the process
 	// may exceed those (CAP_NET_ADMIN), which the link then does.
 	SocketBuffer int
+	// NoGSO turns off UDP segmentation and receive offload (UDP_SEGMENT,
+	// UDP_GRO; see udp_gso.go, udp_gro.go), which the link otherwise uses
+	// when the kernel has them: every packet is then its own send and its
+	// own receive, as with a kernel without them.
+	NoGSO bool
 }
 
 // UDP is a link over a kernel UDP socket.
@@ -94,6 +104,11 @@ type UDP struct {
 	txMu sync.Mutex
 	tx   udpTx
 	rx   udpRx
+
+	// gso says whether sends batch runs of packets with UDP_SEGMENT;
+	// gsoOff is set when the kernel refused such a run (udp_gso.go).
+	gso    bool
+	gsoOff atomic.Bool
 
 	stats udpCounters
 }
@@ -116,32 +131,62 @@ const (
 	socketTTL = 64
 )
 
-// control message buffer sizes: room for pktinfo, TOS/tclass and TTL/hop limit.
+// control message buffer sizes: room for pktinfo, TOS/tclass and TTL/hop
+// limit, and on sending for UDP_SEGMENT.
 const rxControlLen = 128
-const txControlLen = 2 * 24
+const txControlLen = 3 * 24
 
+// udpTx holds the messages of one sendmmsg. A message is one datagram, or
+// with GSO a run of segments (udp_gso.go): segs[i] says how many, and its
+// iovecs are consecutive in iovs, one per segment, or two for a segment
+// whose ICRC the link corrected (the packet without its ICRC, then icrc[j]
+// for the segment's frame j).
 type udpTx struct {
 	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec
+	segs  []int
+	iovs  []unix.Iovec            // two per frame at most
+	icrc  [][4]byte               // per frame
 	names []unix.RawSockaddrInet6 // large enough for either family
 	ctl   [][txControlLen]byte
 
 	fn      func(uintptr) bool // u.writeFD
 	pending []unix.Mmsghdr
+	psegs   []int // segs of pending
 	err     error
+
+	adj icrcAdjustCache
 }
 
+// udpRx holds the messages of one recvmmsg and a cursor over what it
+// returned: with GRO a message can hold more datagrams than one Recv hands
+// out (udp_gro.go).
 type udpRx struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
 	ctl   [][rxControlLen]byte
-	bufs  [][]byte
+	bufs  [][]byte // per message, headroom in front
+	// With GRO (udp_gro.go): spare are buffers, headroom in front, for
+	// datagrams that must be copied to get their own headroom; giovs are
+	// each message's iovecs, niov of them, laid out for datagrams of
+	// chunk bytes (0: one contiguous buffer); nextChunk is the size the
+	// last GRO message had.
+	spare     [][]byte
+	gro       bool
+	giovs     [][]unix.Iovec
+	niov      int
+	chunk     int
+	nextChunk int
+	maxChunk  int
 
 	fn   func(uintptr) bool // u.readFD
 	want int
 	got  int
 	err  error
+
+	next int       // message of the last recvmmsg to hand out next
+	seg  int       // its next datagram (GRO)
+	info udpRxInfo // message next's addresses and fields, when seg > 0
 }
 
 // ListenUDP opens a UDP link.
@@ -186,8 +231,16 @@ func ListenUDP(o UDPOptions) (*UDP, error) {
 		conn.Close()
 		return nil, fmt.Errorf("udp link on %v: %w", o.Addr, err)
 	}
+	gro := false
+	if !o.NoGSO {
+		err := raw.Control(func(fd uintptr) { u.gso, gro = probeGSO(fd), enableGRO(fd) })
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("udp link on %v: %w", o.Addr, err)
+		}
+	}
 	u.tx.init(o.Batch)
-	u.rx.init(o.Batch, o.MTU)
+	u.rx.init(o.Batch, o.MTU, gro)
 	u.tx.fn = u.writeFD
 	u.rx.fn = u.readFD
 	return u, nil
@@ -270,25 +323,40 @@ func syntheticMAC(a netip.Addr) [6]byte {
 
 func (t *udpTx) init(n int) {
 	t.hdrs = make([]unix.Mmsghdr, n)
-	t.iovs = make([]unix.Iovec, n)
+	t.segs = make([]int, n)
+	t.iovs = make([]unix.Iovec, 2*n)
+	t.icrc = make([][4]byte, n)
 	t.names = make([]unix.RawSockaddrInet6, n)
 	t.ctl = make([][txControlLen]byte, n)
 }
 
-func (r *udpRx) init(n, mtu int) {
+func (r *udpRx) init(n, mtu int, gro bool) {
 	r.hdrs = make([]unix.Mmsghdr, n)
 	r.iovs = make([]unix.Iovec, n)
 	r.names = make([]unix.RawSockaddrInet6, n)
 	r.ctl = make([][rxControlLen]byte, n)
-	r.bufs = make([][]byte, n)
+	r.gro = gro
 	// One extra byte shows datagrams longer than the MTU as truncated.
 	size := headroom + mtu + 1
-	backing := make([]byte, n*size)
+	if gro {
+		r.initGRO(n, mtu)
+		return
+	}
+	r.bufs = carve(n, size)
 	for i := range r.bufs {
-		r.bufs[i] = backing[i*size : (i+1)*size : (i+1)*size]
 		r.iovs[i].Base = &r.bufs[i][headroom]
 		r.iovs[i].SetLen(size - headroom)
 	}
+}
+
+// carve returns n buffers of size bytes from one allocation.
+func carve(n, size int) [][]byte {
+	backing := make([]byte, n*size)
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = backing[i*size : (i+1)*size : (i+1)*size]
+	}
+	return bufs
 }
 
 // LocalAddr returns the address and port the socket is bound to.
@@ -329,12 +397,19 @@ func (u *UDP) Send(frames []Frame) (int, error) {
 }
 
 // fillTx prepares messages for frames, returning how many frames it consumed
-// and how many messages it filled.
+// and how many messages it filled. With GSO, frames that can share a send
+// (udp_gso.go) are appended to the message before as segments.
 func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 	t := &u.tx
+	gso := u.gso && !u.gsoOff.Load()
 	var f packet.Frame
-	for consumed < len(frames) && msgs < len(t.hdrs) {
+	var run udpRun
+	nio := 0
+	// At most one batch of frames per call: each takes at most one message,
+	// two iovecs and one ICRC slot.
+	for consumed < len(frames) && consumed < len(t.icrc) && msgs < len(t.hdrs) {
 		data := frames[consumed].Data
+		j := consumed
 		consumed++
 		if err := packet.ParseFrame(data, &f); err != nil || f.IsIPv4() != u.v4 {
 			u.stats.txBadFrame.Add(1)
@@ -348,9 +423,25 @@ func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 			u.stats.txMismatch.Add(1)
 			continue
 		}
+		u.stats.txBytes.Add(uint64(len(f.Transport)))
+		key := u.runKey(&f)
+		if gso && msgs > 0 && run.admits(key, len(f.Transport)) {
+			nio += u.addSegment(&run, j, f.Transport, t.iovs[nio:])
+			h := &t.hdrs[msgs-1]
+			h.Hdr.SetIovlen(nio - run.iov0)
+			t.segs[msgs-1]++
+			if run.segs == 2 {
+				// Now a run: tell the kernel the segment size.
+				ctl := t.ctl[msgs-1][:h.Hdr.Controllen]
+				ctl = appendCmsgUint16(ctl, unix.IPPROTO_UDP, unix.UDP_SEGMENT, uint16(run.seg))
+				h.Hdr.Control = &t.ctl[msgs-1][0]
+				h.Hdr.SetControllen(len(ctl))
+			}
+			continue
+		}
 		h := &t.hdrs[msgs]
-		iov := &t.iovs[msgs]
 		*h = unix.Mmsghdr{}
+		iov := &t.iovs[nio]
 		if len(f.Transport) > 0 {
 			iov.Base = &f.Transport[0]
 		} else {
@@ -359,6 +450,9 @@ func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 		iov.SetLen(len(f.Transport))
 		h.Hdr.Iov = iov
 		h.Hdr.SetIovlen(1)
+		run = udpRun{key: key, seg: len(f.Transport), segs: 1, iov0: nio,
+			max: maxRunSegs(len(f.Transport), len(f.IP))}
+		nio++
 		name := &t.names[msgs]
 		h.Hdr.Name = (*byte)(unsafe.Pointer(name))
 		ctl := t.ctl[msgs][:0]
@@ -389,12 +483,77 @@ func (u *UDP) fillTx(frames []Frame) (consumed, msgs int) {
 		}
 		if len(ctl) > 0 {
 			h.Hdr.Control = &t.ctl[msgs][0]
-			h.Hdr.SetControllen(len(ctl))
 		}
-		u.stats.txBytes.Add(uint64(len(f.Transport)))
+		h.Hdr.SetControllen(len(ctl))
+		t.segs[msgs] = 1
 		msgs++
 	}
 	return consumed, msgs
+}
+
+// udpRun is the message fillTx is adding segments to.
+type udpRun struct {
+	key   udpRunKey
+	seg   int // segment size: the first packet's length
+	segs  int
+	max   int  // segments allowed (maxRunSegs)
+	short bool // the last segment is shorter than seg: the run is closed
+	iov0  int  // the message's first iovec
+}
+
+// udpRunKey is what the segments of one send share: destination, TOS and
+// TTL (the IP header fields the frame sets).
+type udpRunKey struct {
+	dst      [16]byte
+	tos, ttl byte
+}
+
+func (u *UDP) runKey(f *packet.Frame) (k udpRunKey) {
+	if u.v4 {
+		copy(k.dst[:], f.IP[16:20])
+		k.tos, k.ttl = f.IP[1], f.IP[8]
+	} else {
+		copy(k.dst[:], f.IP[24:40])
+		k.tos, k.ttl = byte(binary.BigEndian.Uint16(f.IP[0:2])>>4), f.IP[7]
+	}
+	return k
+}
+
+// admits reports whether a packet of n bytes with key k may join the run.
+// A shorter packet ends a run, but does not join a lone packet: that would
+// make a run of two whose segment size is the lone packet's, where the
+// shorter one more likely starts a run of its own size (a FIRST packet,
+// with its RETH, before the MIDDLE ones), and a receiver with GRO sees
+// fewer distinct sizes.
+func (r *udpRun) admits(k udpRunKey, n int) bool {
+	if r.short || r.segs >= r.max || n <= 0 || n > r.seg || k != r.key {
+		return false
+	}
+	return n == r.seg || r.segs > 1
+}
+
+// addSegment appends the packet p (frame j's transport part) to the run,
+// filling iovs, and returns how many iovecs it used. IPv4 segments after
+// the first go out with the ICRC corrected for the ID the kernel gives them.
+func (u *UDP) addSegment(r *udpRun, j int, p []byte, iovs []unix.Iovec) int {
+	id := r.segs
+	r.segs++
+	if len(p) < r.seg {
+		r.short = true
+	}
+	if !u.v4 || len(p) < packet.BTHLen+packet.ICRCLen {
+		iovs[0].Base = &p[0]
+		iovs[0].SetLen(len(p))
+		return 1
+	}
+	n := len(p) - packet.ICRCLen
+	icrc := binary.LittleEndian.Uint32(p[n:]) ^ u.tx.adj.get(id, n)
+	binary.LittleEndian.PutUint32(u.tx.icrc[j][:], icrc)
+	iovs[0].Base = &p[0]
+	iovs[0].SetLen(n)
+	iovs[1].Base = &u.tx.icrc[j][0]
+	iovs[1].SetLen(packet.ICRCLen)
+	return 2
 }
 
 // headerMatches reports whether the frame's IP and UDP fields are the ones
@@ -411,6 +570,20 @@ func (u *UDP) headerMatches(f *packet.Frame) bool {
 		return local.IsUnspecified() || local.As4() == [4]byte(f.IP[12:16])
 	}
 	return local.IsUnspecified() || local.As16() == [16]byte(f.IP[8:24])
+}
+
+// appendCmsgUint16 appends a control message carrying a 16-bit value
+// (UDP_SEGMENT's).
+func appendCmsgUint16(b []byte, level, typ int, v uint16) []byte {
+	n := len(b)
+	b = b[:n+unix.CmsgSpace(2)]
+	clear(b[n:])
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[n]))
+	h.Level = int32(level)
+	h.Type = int32(typ)
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[n+unix.CmsgLen(0)])) = v
+	return b
 }
 
 // appendCmsgInt appends a control message carrying one C int.
@@ -431,6 +604,7 @@ func appendCmsgInt(b []byte, level, typ int, v int32) []byte {
 // skipped.
 func (u *UDP) sendmmsg(m int) error {
 	u.tx.pending = u.tx.hdrs[:m]
+	u.tx.psegs = u.tx.segs[:m]
 	u.tx.err = nil
 	if err := u.raw.Write(u.tx.fn); err != nil {
 		return err
@@ -453,15 +627,28 @@ func (u *UDP) writeFD(fd uintptr) bool {
 			// sendmmsg reports an error only when the first datagram
 			// failed: count it and go on with the rest.
 			if isDatagramError(e) {
-				u.stats.txErrors.Add(1)
+				if segs := t.psegs[0]; segs > 1 {
+					u.stats.txErrors.Add(uint64(segs))
+					if e == unix.EIO {
+						u.gsoOff.Store(true) // see udp_gso.go
+					}
+				} else {
+					u.stats.txErrors.Add(1)
+				}
 				t.pending = t.pending[1:]
+				t.psegs = t.psegs[1:]
 				continue
 			}
 			t.err = fmt.Errorf("udp link: sendmmsg: %w", e)
 			return true
 		}
-		u.stats.txFrames.Add(uint64(r))
+		sent := 0
+		for _, k := range t.psegs[:r] {
+			sent += k
+		}
+		u.stats.txFrames.Add(uint64(sent))
 		t.pending = t.pending[r:]
+		t.psegs = t.psegs[r:]
 	}
 	return true
 }
@@ -479,16 +666,28 @@ func isDatagramError(e unix.Errno) bool {
 // for one goroutine.
 func (u *UDP) Recv(frames []Frame) (int, error) {
 	r := &u.rx
-	want := min(len(frames), len(r.hdrs))
-	if want == 0 {
+	if len(frames) == 0 {
 		return 0, nil
 	}
 	for {
+		if out := u.handOut(frames); out > 0 {
+			u.stats.rxFrames.Add(uint64(out))
+			return out, nil
+		}
+		want := min(len(frames), len(r.hdrs))
+		if r.gro {
+			r.layout(r.nextChunk)
+		}
 		for i := 0; i < want; i++ {
 			h := &r.hdrs[i]
 			*h = unix.Mmsghdr{}
-			h.Hdr.Iov = &r.iovs[i]
-			h.Hdr.SetIovlen(1)
+			if r.gro {
+				h.Hdr.Iov = &r.giovs[i][0]
+				h.Hdr.SetIovlen(r.niov)
+			} else {
+				h.Hdr.Iov = &r.iovs[i]
+				h.Hdr.SetIovlen(1)
+			}
 			h.Hdr.Name = (*byte)(unsafe.Pointer(&r.names[i]))
 			h.Hdr.Namelen = unix.SizeofSockaddrInet6
 			h.Hdr.Control = &r.ctl[i][0]
@@ -496,6 +695,7 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 		}
 		r.want = want
 		r.got, r.err = 0, nil
+		r.next, r.seg = 0, 0
 		if err := u.raw.Read(r.fn); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return 0, ErrClosed
@@ -505,19 +705,59 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
-		got := r.got
-		out := 0
-		for i := 0; i < got; i++ {
-			if data, ok := u.rebuild(i); ok {
-				frames[out] = Frame{Data: data, IPIDUnknown: u.v4}
-				out++
+	}
+}
+
+// handOut fills frames with the datagrams of the last recvmmsg not handed
+// out yet, and returns how many it filled. A message's first datagram is
+// rebuilt in place; the others of a GRO message are copied to spare
+// buffers first, each behind its own headroom.
+func (u *UDP) handOut(frames []Frame) int {
+	r := &u.rx
+	limit := len(frames)
+	if r.gro {
+		limit = min(limit, len(r.spare))
+	}
+	out, spare := 0, 0
+	for r.next < r.got && out < limit {
+		h := &r.hdrs[r.next]
+		n := int(h.Len)
+		if r.seg == 0 {
+			if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+				u.stats.rxTruncated.Add(1)
+				r.next++
+				continue
+			}
+			if !u.parseMsg(r.next, &r.info) {
+				r.next++
+				continue
+			}
+			if r.info.gso > 0 {
+				r.nextChunk = r.info.gso
 			}
 		}
-		if out > 0 {
-			u.stats.rxFrames.Add(uint64(out))
-			return out, nil
+		stride := n
+		if g := r.info.gso; g > 0 && g < n {
+			stride = g
 		}
+		off := r.seg * stride
+		segLen := min(stride, n-off)
+		buf := r.bufs[r.next]
+		if r.gro {
+			buf = r.datagram(r.next, r.seg, stride, segLen, &spare)
+		}
+		if r.seg++; off+segLen >= n {
+			r.next, r.seg = r.next+1, 0
+		}
+		if segLen > u.mtu-u.ipUDPLen() || headroom+segLen > len(buf) {
+			u.stats.rxTruncated.Add(1)
+			continue
+		}
+		u.stats.rxBytes.Add(uint64(segLen))
+		frames[out] = Frame{Data: u.rebuild(buf, segLen, &r.info), IPIDUnknown: u.v4}
+		out++
 	}
+	return out
 }
 
 // readFD is the RawConn.Read callback, bound once so that receiving does
@@ -540,20 +780,22 @@ func (u *UDP) readFD(fd uintptr) bool {
 	}
 }
 
-// rebuild writes Ethernet, IP and UDP headers in front of datagram i and
-// returns the whole frame.
-func (u *UDP) rebuild(i int) ([]byte, bool) {
+// udpRxInfo is what a received message says about its datagrams, from its
+// source address and control messages.
+type udpRxInfo struct {
+	tos, ttl byte
+	dst      [16]byte
+	src      netip.Addr
+	sport    uint16
+	gso      int // datagram size of a GRO message, 0 for one datagram
+}
+
+// parseMsg reads message i's source and control messages into info,
+// reporting false (and counting) for a source of the wrong family.
+func (u *UDP) parseMsg(i int, info *udpRxInfo) bool {
 	r := &u.rx
 	h := &r.hdrs[i]
-	n := int(h.Len)
-	if h.Hdr.Flags&unix.MSG_TRUNC != 0 || n > u.mtu-u.ipUDPLen() {
-		u.stats.rxTruncated.Add(1)
-		return nil, false
-	}
-	u.stats.rxBytes.Add(uint64(n))
-	buf := r.bufs[i]
-	var tos, ttl byte
-	var dst [16]byte
+	*info = udpRxInfo{}
 	haveDst := false
 	ctl := r.ctl[i][:h.Hdr.Controllen]
 	for len(ctl) >= unix.SizeofCmsghdr {
@@ -565,48 +807,55 @@ func (u *UDP) rebuild(i int) ([]byte, bool) {
 		data := ctl[unix.CmsgLen(0):clen]
 		switch {
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
-			tos = data[0]
+			info.tos = data[0]
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TTL && len(data) >= 4:
-			ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
+			info.ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
 			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
-			copy(dst[12:], pi.Addr[:])
+			copy(info.dst[12:], pi.Addr[:])
 			haveDst = true
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			tos = byte(*(*int32)(unsafe.Pointer(&data[0])))
+			info.tos = byte(*(*int32)(unsafe.Pointer(&data[0])))
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
-			ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
+			info.ttl = byte(*(*int32)(unsafe.Pointer(&data[0])))
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
 			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
-			dst = pi.Addr
+			info.dst = pi.Addr
 			haveDst = true
+		case c.Level == unix.IPPROTO_UDP && c.Type == unix.UDP_GRO && len(data) >= 4:
+			info.gso = int(*(*int32)(unsafe.Pointer(&data[0])))
 		}
 		ctl = ctl[min(len(ctl), unix.CmsgSpace(clen-unix.CmsgLen(0))):]
 	}
 	if !haveDst {
-		dst = u.local.Addr().As16()
+		info.dst = u.local.Addr().As16()
 	}
 	name := &r.names[i]
-	sport := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&name.Port))[:])
-	var src netip.Addr
+	info.sport = binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&name.Port))[:])
 	if u.v4 {
 		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
 		if sa.Family != unix.AF_INET {
 			u.stats.rxBadSource.Add(1)
-			return nil, false
+			return false
 		}
-		src = netip.AddrFrom4(sa.Addr)
+		info.src = netip.AddrFrom4(sa.Addr)
 	} else {
 		if name.Family != unix.AF_INET6 {
 			u.stats.rxBadSource.Add(1)
-			return nil, false
+			return false
 		}
-		src = netip.AddrFrom16(name.Addr)
+		info.src = netip.AddrFrom16(name.Addr)
 	}
+	return true
+}
+
+// rebuild writes Ethernet, IP and UDP headers in front of the n-byte
+// datagram at buf[headroom:] and returns the whole frame.
+func (u *UDP) rebuild(buf []byte, n int, info *udpRxInfo) []byte {
 	hl := u.ipUDPLen()
 	start := headroom - hl - packet.EthernetLen
 	frame := buf[start : headroom+n]
-	peerMAC := syntheticMAC(src)
+	peerMAC := syntheticMAC(info.src)
 	copy(frame[0:6], u.mac[:])
 	copy(frame[6:12], peerMAC[:])
 	ip := frame[packet.EthernetLen:]
@@ -614,35 +863,35 @@ func (u *UDP) rebuild(i int) ([]byte, bool) {
 	if u.v4 {
 		binary.BigEndian.PutUint16(frame[12:], packet.EtherTypeIPv4)
 		ip[0] = 0x45
-		ip[1] = tos
+		ip[1] = info.tos
 		binary.BigEndian.PutUint16(ip[2:], uint16(packet.IPv4Len+udpLen))
 		// ID and flags are unknown: write ID 0 and DF, what Linux
 		// unconnected sockets (this link's sender) write.
 		ip[4], ip[5], ip[6], ip[7] = 0, 0, 0x40, 0
-		ip[8] = ttl
+		ip[8] = info.ttl
 		ip[9] = unix.IPPROTO_UDP
 		clear(ip[10:12])
-		s4 := src.As4()
+		s4 := info.src.As4()
 		copy(ip[12:16], s4[:])
-		copy(ip[16:20], dst[12:])
+		copy(ip[16:20], info.dst[12:])
 		binary.BigEndian.PutUint16(ip[10:], ipv4HeaderChecksum(ip[:packet.IPv4Len]))
 		ip = ip[packet.IPv4Len:]
 	} else {
 		binary.BigEndian.PutUint16(frame[12:], packet.EtherTypeIPv6)
-		binary.BigEndian.PutUint32(ip, 6<<28|uint32(tos)<<20)
+		binary.BigEndian.PutUint32(ip, 6<<28|uint32(info.tos)<<20)
 		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
 		ip[6] = unix.IPPROTO_UDP
-		ip[7] = ttl
-		s16 := src.As16()
+		ip[7] = info.ttl
+		s16 := info.src.As16()
 		copy(ip[8:24], s16[:])
-		copy(ip[24:40], dst[:])
+		copy(ip[24:40], info.dst[:])
 		ip = ip[packet.IPv6Len:]
 	}
-	binary.BigEndian.PutUint16(ip[0:], sport)
+	binary.BigEndian.PutUint16(ip[0:], info.sport)
 	binary.BigEndian.PutUint16(ip[2:], packet.UDPPort)
 	binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
 	clear(ip[6:8])
-	return frame, true
+	return frame
 }
 
 func (u *UDP) ipUDPLen() int {

@@ -1,0 +1,141 @@
+//go:build linux
+
+package link
+
+import (
+	"sync/atomic"
+
+	"github.com/softroce/softroce/packet"
+	"golang.org/x/sys/unix"
+)
+
+// Segmentation offload (UDP_SEGMENT, "UDP GSO") on the UDP link.
+//
+// Most of the cost of sending a datagram through a kernel socket is per
+// datagram: the trip through IP, the device and, on loopback, the receive
+// path up to the peer's socket. With UDP_SEGMENT the link hands the kernel
+// a run of packets of one size to one destination as a single send; the
+// kernel makes one buffer of it, takes it through the stack once and cuts it
+// into datagrams of the given size as late as it can (at the receiving
+// socket on loopback, at the device elsewhere, or in the NIC). The datagrams
+// on the wire are the same as without: each carries one RoCE packet, with
+// its own UDP and IP header.
+//
+// One header field differs. The kernel numbers the IPv4 identification of
+// the segments upwards from the run's first: the link's datagrams are DF
+// from an unconnected socket, so the first has ID 0 (as without GSO) and
+// segment k has ID k. The ICRC covers the ID, and the device computed it
+// for ID 0, so the link corrects the ICRC of segment k >= 1: a CRC is
+// affine, and flipping the ID bits changes it by a fixed column per bit
+// moved to the packet's end (see icrc.go), so the correction is a few
+// hundred bit operations, not a new CRC over the packet. The corrected
+// ICRC goes out from a buffer of the link's (a second iovec), so the
+// caller's frame is not written to. A receiver that sees the ID (rxe) then
+// finds the ICRC right; one that does not (this link) checks it with the ID
+// unknown, as it does for every IPv4 sender. IPv6 has no ID: nothing to
+// correct.
+//
+// A run is consecutive frames to the same address with the same TOS and
+// TTL, all of the first one's length but the last, which may be shorter;
+// it ends at maxGSOSegs segments or before the UDP length would pass 65535.
+// The kernel is probed for UDP_SEGMENT when the link opens (Linux 4.18 and
+// later have it). A run the kernel refuses is counted as that many refused
+// datagrams (the transport's retransmission recovers them); if the refusal
+// is EIO, the route cannot segment (no checksum offload, IPsec), and the
+// link stops using GSO (gsoOff). Other refusals (EINVAL past the path MTU)
+// would refuse the datagrams one by one too.
+
+// maxGSOSegs bounds the segments of one send (UDP_MAX_SEGMENTS was 64 until
+// Linux 6.9).
+const maxGSOSegs = 64
+
+// maxUDPLen is the largest UDP length (header and payload) the 16-bit
+// length fields allow.
+const maxUDPLen = 0xFFFF
+
+// probeGSO reports whether the kernel accepts UDP_SEGMENT on the socket:
+// setting it to 0 (no default segment size) changes nothing else.
+func probeGSO(fd uintptr) bool {
+	return unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT, 0) == nil
+}
+
+// maxRunSegs returns how many segments of seg bytes of UDP payload one send
+// may carry, for the given IP header length.
+func maxRunSegs(seg, ipLen int) int {
+	if seg <= 0 {
+		return 1
+	}
+	return max(1, min(maxGSOSegs, (maxUDPLen-ipLen-packet.UDPLen)/seg))
+}
+
+// icrcAdjustCache holds the ICRC corrections (icrcIDColumn moved by
+// icrcIDShift) for one packet length, the one last asked for: runs are
+// mostly of one length, so each correction is computed once.
+type icrcAdjustCache struct {
+	n     int
+	shift uint32
+	have  uint64 // bit id: adj[id] is valid
+	adj   [maxGSOSegs]uint32
+}
+
+// get returns what to XOR into the ICRC of an IPv4 packet of n transport
+// bytes (ICRC excluded), computed for ID 0, for it to be right with ID id
+// (< maxGSOSegs).
+func (c *icrcAdjustCache) get(id, n int) uint32 {
+	if c.n != n || c.have == 0 {
+		c.n, c.shift, c.have = n, icrcIDShift(n), 0
+	}
+	if c.have&(1<<id) == 0 {
+		c.adj[id] = multModP(icrcIDColumn(uint16(id)), c.shift)
+		c.have |= 1 << id
+	}
+	return c.adj[id]
+}
+
+// icrcIDColumn returns the raw CRC change of setting IPv4 ID id (from 0),
+// at the position where the IPv4 header's first 8 bytes end.
+func icrcIDColumn(id uint16) uint32 {
+	var col uint32
+	for i := 0; i < 16; i++ {
+		if id&(0x8000>>i) != 0 {
+			col ^= idColumnBase[i]
+		}
+	}
+	return col
+}
+
+// icrcIDShift returns the factor that moves an ID column to the end of an
+// IPv4 RoCE packet whose transport part, ICRC excluded, is n bytes.
+func icrcIDShift(n int) uint32 {
+	return xPowPos8n(packet.IPv4Len - 8 + packet.UDPLen + n)
+}
+
+// xPos8Table[k] is x^(8 * 2^k) modulo the polynomial.
+var xPos8Table = func() (t [32]uint32) {
+	p := uint32(1) << (31 - 8) // x^8, reflected
+	for k := range t {
+		t[k] = p
+		p = multModP(p, p)
+	}
+	return t
+}()
+
+// xPowPos8n returns x^(8n): the factor that moves a CRC difference forward
+// across n bytes. Lengths repeat, so the last few are cached.
+func xPowPos8n(n int) uint32 {
+	slot := &posShiftCache[n&(len(posShiftCache)-1)]
+	if v := slot.Load(); v>>32 == uint64(n)+1 {
+		return uint32(v)
+	}
+	p := uint32(1) << 31 // x^0
+	for k, m := 0, n; m > 0; m, k = m>>1, k+1 {
+		if m&1 != 0 {
+			p = multModP(xPos8Table[k&31], p)
+		}
+	}
+	slot.Store((uint64(n)+1)<<32 | uint64(p))
+	return p
+}
+
+// posShiftCache holds (n+1)<<32 | x^(8n) for recently seen lengths.
+var posShiftCache [16]atomic.Uint64
