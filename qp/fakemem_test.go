@@ -10,6 +10,8 @@ type fakeMemory struct {
 	regions map[uint32]*fakeMR
 	// Invalidated lists the keys Invalidate was called with, in order.
 	Invalidated []uint32
+	// Bound lists the BIND_MW requests BindMW executed, in order.
+	Bound []BindMW
 }
 
 type fakeMR struct {
@@ -61,5 +63,14 @@ func (m *fakeMemory) Invalidate(key uint32, remote bool) error {
 	}
 	r.invalid = true
 	m.Invalidated = append(m.Invalidated, key)
+	return nil
+}
+
+// BindMW records the bind; a window key of 0 names no window and fails.
+func (m *fakeMemory) BindMW(b *BindMW) error {
+	if b.MWRKey == 0 {
+		return fmt.Errorf("bind mw: %w", ErrBadKey)
+	}
+	m.Bound = append(m.Bound, *b)
 	return nil
 }

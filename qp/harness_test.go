@@ -89,6 +89,12 @@ func (m *fakeMem) Invalidate(key uint32, remote bool) error {
 	return nil
 }
 
+// BindMW fails: the harness's memory has no windows (package rxe tests
+// them end to end).
+func (m *fakeMem) BindMW(b *qp.BindMW) error {
+	return fmt.Errorf("bind mw %#x: %w", b.MWRKey, qp.ErrBadKey)
+}
+
 // ---------------------------------------------------------------------------
 // Endpoints
 

@@ -2,8 +2,10 @@ package qp
 
 import "errors"
 
-// Memory resolves keys to bytes within one protection domain: the device
-// implements it with its memory regions (and windows), tests with fakes.
+// Memory resolves keys to bytes within one protection domain, as one QP
+// sees it (a type 2 memory window is usable only by the QP it is bound to):
+// the device implements it with its memory regions and windows, tests with
+// fakes.
 // Implementations return the sentinel errors below (possibly wrapped) so that
 // the engine can pick the right NAK or completion status, and should not
 // allocate on success.
@@ -19,6 +21,11 @@ type Memory interface {
 	// Invalidate invalidates the region or window a key names: for
 	// SEND_WITH_INV (remote) or LOCAL_INV (local).
 	Invalidate(key uint32, remote bool) error
+	// BindMW binds (or, with a zero length, unbinds) the window b names on
+	// behalf of the QP the Memory belongs to: the BIND_MW work request,
+	// executed in send-queue order. Any error completes the WR with
+	// MW_BIND_ERR.
+	BindMW(b *BindMW) error
 }
 
 // Memory errors.

@@ -447,7 +447,7 @@ func TestPostSendErrors(t *testing.T) {
 		{"UD write", UD, SendWR{Opcode: WRWrite, AH: &AddressVector{}}, nil, ErrInvalidWR},
 		{"UC read", UC, SendWR{Opcode: WRRead}, nil, ErrInvalidWR},
 		{"UC send with invalidate", UC, SendWR{Opcode: WRSendInv}, nil, ErrInvalidWR},
-		{"bind MW", RC, SendWR{Opcode: WRBindMW}, nil, ErrInvalidWR},
+		{"UD bind MW", UD, SendWR{Opcode: WRBindMW, AH: &AddressVector{}}, nil, ErrInvalidWR},
 		{"unknown opcode", RC, SendWR{Opcode: 200}, nil, ErrInvalidWR},
 		{"too many SGEs", RC, SendWR{Opcode: WRSend, SGL: make([]SGE, 5)}, nil, ErrInvalidWR},
 		{"inline too long", RC, SendWR{Opcode: WRSend, Flags: SendInline, Inline: make([]byte, 65)}, nil, ErrInvalidWR},

@@ -66,7 +66,9 @@ func (w *sendWQE) isAtomic() bool {
 	return w.wr.Opcode == WRCmpSwap || w.wr.Opcode == WRFetchAdd
 }
 
-func (w *sendWQE) isLocal() bool { return w.wr.Opcode == WRLocalInv }
+// isLocal reports whether the WQE is a local operation, executed by the
+// requester in queue order without sending anything.
+func (w *sendWQE) isLocal() bool { return w.wr.Opcode == WRLocalInv || w.wr.Opcode == WRBindMW }
 
 func (w *sendWQE) isInline() bool { return w.wr.Flags&SendInline != 0 }
 
@@ -171,7 +173,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	w := q.sq.at(q.sq.prod)
 	sgl, inline := w.sgl[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr}
-	if wr.Flags&SendInline != 0 && wr.Opcode != WRLocalInv {
+	if wr.Flags&SendInline != 0 && wr.Opcode != WRLocalInv && wr.Opcode != WRBindMW {
 		inline = append(inline, wr.Inline...)
 		w.length = uint32(len(inline))
 		sgl = sgl[:0]
@@ -213,7 +215,7 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 		return fmt.Errorf("%d requests outstanding: %w", q.sq.len(), ErrQueueFull)
 	}
 	var length uint64
-	if wr.Flags&SendInline != 0 && wr.Opcode != WRLocalInv {
+	if wr.Flags&SendInline != 0 && wr.Opcode != WRLocalInv && wr.Opcode != WRBindMW {
 		switch wr.Opcode {
 		case WRRead, WRCmpSwap, WRFetchAdd:
 			return fmt.Errorf("inline data on a request without payload: %w", ErrInvalidWR)
@@ -257,14 +259,14 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 }
 
 // opcodeAllowed is rxe's rxe_wr_opcode_info matrix, less what softroce does
-// not implement (BIND_MW, REG_MR) and SEND_WITH_INV on UC/UD, which rxe
+// not implement (REG_MR) and SEND_WITH_INV on UC/UD, which rxe
 // accepts at post time and then fails in the requester because those
 // transports have no opcode carrying an IETH.
 func opcodeAllowed(t Type, op WROpcode) bool {
 	switch op {
 	case WRSend, WRSendImm:
 		return true
-	case WRWrite, WRWriteImm:
+	case WRWrite, WRWriteImm, WRBindMW:
 		return t == RC || t == UC
 	case WRRead, WRCmpSwap, WRFetchAdd, WRLocalInv, WRSendInv:
 		return t == RC

@@ -78,6 +78,11 @@ const (
 	AccessRemoteWrite  Access = 2
 	AccessRemoteRead   Access = 4
 	AccessRemoteAtomic Access = 8
+	// AccessMWBind lets memory windows be bound to a region.
+	AccessMWBind Access = 16
+	// AccessZeroBased, in a window's bind access, makes the window's
+	// addresses offsets from its start rather than virtual addresses.
+	AccessZeroBased Access = 32
 )
 
 // MTU is a path MTU in bytes: 256, 512, 1024, 2048 or 4096.
@@ -203,6 +208,37 @@ type SendWR struct {
 	AH         *AddressVector
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// BindMW is what a BIND_MW binds (ibv_send_wr's bind_mw).
+	BindMW BindMW
+}
+
+// BindMW is the bind_mw part of a BIND_MW work request. The engine names
+// objects by key, as rxe's WQE does, so the window and the region are their
+// keys rather than pointers.
+type BindMW struct {
+	// MWRKey names the window by its rkey when the WR is posted (the
+	// ibv_mw's rkey).
+	MWRKey uint32
+	// RKey is the window's rkey once bound: only its low byte, the key, is
+	// taken (the index is the window's); ibv_bind_mw uses
+	// ibv_inc_rkey(mw->rkey).
+	RKey uint32
+	// BindInfo is where the window goes and what it allows.
+	BindInfo MWBindInfo
+}
+
+// MWBindInfo is struct ibv_mw_bind_info: a range of a region and the access
+// a window over it grants. A zero Length unbinds (type 1 windows only).
+type MWBindInfo struct {
+	// MRLKey names the region by its lkey (bind_info.mr); ignored when
+	// Length is 0.
+	MRLKey uint32
+	// Addr is the window's first byte, a virtual address in the region.
+	Addr   uint64
+	Length uint64
+	// MWAccessFlags are the remote access flags the window grants, plus
+	// AccessLocalWrite and AccessZeroBased (type 2 only).
+	MWAccessFlags Access
 }
 
 // RecvWR is a receive-queue work request.

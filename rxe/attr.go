@@ -36,8 +36,8 @@ const (
 )
 
 // Device capability flags (enum ibv_device_cap_flags) the device reports:
-// rxe's set minus memory windows and memory-management extensions, which
-// softroce does not implement yet.
+// rxe's set minus the memory-management extensions (fast registration),
+// which softroce does not implement yet.
 const (
 	DevCapBadPKeyCntr      = 1 << 1
 	DevCapBadQKeyCntr      = 1 << 2
@@ -54,7 +54,7 @@ const (
 
 	deviceCaps = DevCapBadPKeyCntr | DevCapBadQKeyCntr | DevCapAutoPathMig | DevCapChangePhyPort |
 		DevCapUDAVPortEnforce | DevCapPortActiveEvent | DevCapSysImageGUID | DevCapRCRNRNAKGen |
-		DevCapSRQResize
+		DevCapSRQResize | DevCapMemWindow | DevCapMemWindowType2B
 )
 
 // AtomicCap values (enum ibv_atomic_cap).
@@ -175,7 +175,7 @@ func (d *Device) buildAttrs() {
 	d.attr = DeviceAttr{
 		FWVer: "softroce", NodeGUID: g, SysImageGUID: g, MaxMRSize: ^uint64(0), PageSizeCap: PageSizeCap,
 		VendorID: VendorID, MaxQP: MaxQP, MaxQPWR: MaxQPWR, DeviceCapFlags: deviceCaps,
-		MaxSGE: MaxSGE, MaxSGERd: MaxSGERd, MaxCQ: MaxCQ, MaxCQE: MaxCQE, MaxMR: MaxMR, MaxPD: MaxPD,
+		MaxSGE: MaxSGE, MaxSGERd: MaxSGERd, MaxCQ: MaxCQ, MaxCQE: MaxCQE, MaxMR: MaxMR, MaxMW: MaxMW, MaxPD: MaxPD,
 		MaxQPRdAtom: MaxQPRdAtom, MaxResRdAtom: MaxResRdAtom, MaxQPInitRdAtom: MaxQPRdAtom,
 		AtomicCap: AtomicHCA, MaxMcastGrp: MaxMcastGrp, MaxMcastQPAttach: MaxMcastQPAttach,
 		MaxTotalMcastQPAttach: MaxTotalMcastQP, MaxAH: MaxAH, MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR,

@@ -81,6 +81,9 @@ type Device struct {
 	mrs     []mrSlot // by index
 	mrNext  uint32
 	mrCount int
+	mws     []mwSlot // by index - minMWIndex
+	mwNext  uint32
+	mwCount int
 	qps     map[uint32]*QP
 	qpList  []*QP // live QPs, for Tick and Deadline
 	qpNext  uint32

@@ -112,7 +112,10 @@ func TestQueryDeviceAndPort(t *testing.T) {
 	assert.Equal(t, 1, a.PhysPortCnt)
 	assert.Equal(t, "rxe7", a.DeviceName)
 	assert.NotZero(t, a.DeviceCapFlags&DevCapRCRNRNAKGen)
-	assert.Zero(t, a.DeviceCapFlags&DevCapMemWindow, "memory windows are not implemented")
+	assert.NotZero(t, a.DeviceCapFlags&DevCapMemWindow)
+	assert.NotZero(t, a.DeviceCapFlags&DevCapMemWindowType2B)
+	assert.Zero(t, a.DeviceCapFlags&DevCapMemMgtExtensions, "fast registration is not implemented")
+	assert.Equal(t, 524287, a.MaxMW)
 
 	p, err := d.QueryPort(1)
 	require.NoError(t, err)

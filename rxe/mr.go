@@ -17,7 +17,7 @@ const (
 // bit 20 and up, such as RELAXED_ORDERING) are accepted and ignored, as
 // providers may.
 const (
-	mrAccessMask   = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
+	mrAccessMask   = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic | qp.AccessMWBind
 	accessOptional = qp.Access(0x3ff << 20)
 )
 
@@ -44,6 +44,7 @@ type MR struct {
 	valid  bool // false after invalidation
 	dead   bool
 	handle uint32
+	numMW  int // windows bound to the region
 }
 
 // LKey returns the local key.
@@ -117,12 +118,15 @@ func (d *Device) RegMR(pd *PD, buf []byte, access qp.Access) (*MR, error) {
 }
 
 // keyByte draws a random key byte different from the last one used at index.
-func (d *Device) keyByte(index uint32) uint8 {
-	slot := &d.mrs[index]
+func (d *Device) keyByte(index uint32) uint8 { return d.drawKey(&d.mrs[index].lastKey) }
+
+// drawKey draws a random key byte different from *last (-1: none) and
+// records it there.
+func (d *Device) drawKey(last *int16) uint8 {
 	for {
 		b := uint8(d.keys.Uint64())
-		if int16(b) != slot.lastKey {
-			slot.lastKey = int16(b)
+		if int16(b) != *last {
+			*last = int16(b)
 			return b
 		}
 	}
@@ -150,7 +154,8 @@ func (d *Device) allocMRIndex() (uint32, error) {
 }
 
 // DeregMR deregisters a memory region (ibv_dereg_mr). Its keys stop working
-// at once; packets already built from it are unaffected.
+// at once; packets already built from it are unaffected. It fails with
+// ErrBusy while memory windows are bound to the region.
 func (d *Device) DeregMR(m *MR) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -161,6 +166,9 @@ func (d *Device) DeregMR(m *MR) error {
 		return fmt.Errorf("dereg mr %#x: %w", m.lkey, ErrWrongDevice)
 	case m.dead:
 		return fmt.Errorf("dereg mr %#x: %w", m.lkey, ErrDestroyed)
+	case m.numMW > 0:
+		// IBTA 10.6.7.2.6; rxe refuses with EINVAL.
+		return fmt.Errorf("dereg mr %#x: %d memory windows bound to it: %w", m.lkey, m.numMW, ErrBusy)
 	}
 	m.dead, m.valid = true, false
 	d.mrs[m.index].mr = nil
@@ -169,12 +177,13 @@ func (d *Device) DeregMR(m *MR) error {
 	return nil
 }
 
-// memory implements qp.Memory for one protection domain over the device's
-// MR table. Its methods run with mu held (the engine is only called under
-// it) and do not allocate.
+// memory implements qp.Memory for one protection domain, as one QP sees it,
+// over the device's MR and MW tables. Its methods run with mu held (the
+// engine is only called under it) and do not allocate.
 type memory struct {
 	d  *Device
 	pd *PD
+	qp *QP // nil for the PD's own view (no type 2 window is bound to it)
 }
 
 var _ qp.Memory = (*memory)(nil)
@@ -227,8 +236,11 @@ func (m *memory) Local(lkey uint32, va uint64, length uint32, access qp.Access) 
 	return r.slice(va, length, access)
 }
 
-// Remote resolves an rkey for a remote access.
+// Remote resolves an rkey, a region's or a window's, for a remote access.
 func (m *memory) Remote(rkey uint32, va uint64, length uint32, access qp.Access) ([]byte, error) {
+	if isMWKey(rkey) {
+		return m.remoteMW(rkey, va, length, access)
+	}
 	r := m.lookup(rkey, true)
 	if r == nil {
 		return nil, qp.ErrBadKey
@@ -241,8 +253,12 @@ func (m *memory) Remote(rkey uint32, va uint64, length uint32, access qp.Access)
 // invalidated (rxe allows only fast-registration MRs; softroce has none, so
 // it lets user regions be invalidated instead). An invalidated region stays
 // registered but refuses every key until it is deregistered. Invalidating an
-// already invalid region succeeds, as in rxe.
+// already invalid region succeeds, as in rxe; invalidating one with windows
+// bound fails, as in rxe. A window key invalidates a type 2 window.
 func (m *memory) Invalidate(key uint32, remote bool) error {
+	if isMWKey(key) {
+		return m.invalidateMW(key)
+	}
 	i := key >> 8
 	if i == 0 || int(i) >= len(m.d.mrs) {
 		return qp.ErrBadKey
@@ -253,6 +269,9 @@ func (m *memory) Invalidate(key uint32, remote bool) error {
 	}
 	if remote && (r.rkey == 0 || r.rkey != key) || !remote && r.lkey != key && (r.rkey == 0 || r.rkey != key) {
 		return qp.ErrBadKey
+	}
+	if r.numMW > 0 {
+		return qp.ErrAccess
 	}
 	r.valid = false
 	return nil

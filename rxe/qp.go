@@ -54,6 +54,7 @@ type QP struct {
 	listIdx       int  // position in qpList
 	dead          bool
 	ctx           any
+	mem           memory // the PD's memory as this QP sees it (type 2 windows)
 }
 
 // CreateQP creates a queue pair in pd (ibv_create_qp). Capacities are
@@ -72,6 +73,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 	}
 	qpn := d.allocQPN()
 	x := &QP{d: d, pd: pd, init: init, qpn: qpn, handle: d.nextHandle(), sport: createSrcPort(qpn)}
+	x.mem = memory{d: d, pd: pd, qp: x}
 	var srq *qp.SRQ
 	if init.SRQ != nil {
 		srq = init.SRQ.srq
@@ -80,7 +82,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 		QPN: qpn, Type: init.Type, SendCQ: init.SendCQ.cq, RecvCQ: init.RecvCQ.cq, SRQ: srq,
 		MaxSendWR: init.Cap.MaxSendWR, MaxRecvWR: init.Cap.MaxRecvWR,
 		MaxSendSGE: init.Cap.MaxSendSGE, MaxRecvSGE: init.Cap.MaxRecvSGE, MaxInline: init.Cap.MaxInline,
-		SigAll: init.SigAll, Memory: &pd.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
+		SigAll: init.SigAll, Memory: &x.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
 		Counters: &d.qpCnt,
 		Events:   func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
 	})

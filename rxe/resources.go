@@ -10,14 +10,14 @@ import (
 // Resources counts the objects the device holds, as `rdma resource show`
 // summarizes them.
 type Resources struct {
-	PDs, MRs, CQs, SRQs, AHs, QPs int
+	PDs, MRs, MWs, CQs, SRQs, AHs, QPs int
 }
 
 // Resources returns how many objects of each kind exist.
 func (d *Device) Resources() Resources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Resources{PDs: d.pds, MRs: d.mrCount, CQs: d.cqs, SRQs: d.srqs, AHs: d.ahs, QPs: len(d.qps)}
+	return Resources{PDs: d.pds, MRs: d.mrCount, MWs: d.mwCount, CQs: d.cqs, SRQs: d.srqs, AHs: d.ahs, QPs: len(d.qps)}
 }
 
 // QPInfo describes a QP for listings (`rdma resource show qp`).

@@ -74,6 +74,7 @@ type Context struct {
 	cqs      map[*rxe.CQ]*CQ
 	qps      map[*rxe.QP]*QP
 	srqs     map[*rxe.SRQ]*SRQ
+	mws      map[*MW]struct{}
 	channels map[*CompChannel]struct{}
 }
 
@@ -87,6 +88,7 @@ func OpenDevice(d *rxe.Device) *Context {
 		cqs:      map[*rxe.CQ]*CQ{},
 		qps:      map[*rxe.QP]*QP{},
 		srqs:     map[*rxe.SRQ]*SRQ{},
+		mws:      map[*MW]struct{}{},
 		channels: map[*CompChannel]struct{}{},
 	}
 }
@@ -253,6 +255,7 @@ func (c *Context) Close() error {
 	qps := values(c.qps)
 	srqs := values(c.srqs)
 	cqs := values(c.cqs)
+	mws := keys(c.mws)
 	pds := keys(c.pds)
 	chans := keys(c.channels)
 	c.mu.Unlock()
@@ -262,6 +265,10 @@ func (c *Context) Close() error {
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	// Windows first: a region cannot be deregistered while one is bound.
+	for _, w := range mws {
+		keep(w.Dealloc())
 	}
 	for _, q := range qps {
 		keep(q.Destroy())
