@@ -25,7 +25,6 @@
 struct srl_mr {
 	struct ibv_mr mr;
 	uintptr_t start, end;
-	unsigned int access;
 	struct srl_mr *next;
 };
 
@@ -374,10 +373,10 @@ static int move_pages(struct plan *p)
 	return 0;
 }
 
-/* build_request lays out struct sr_reg_mr and its pieces, merging segments
- * that continue one another in the same memfd. */
-static int build_request(struct plan *p, struct sr_reg_mr *req, struct sr_mr_piece *pieces,
-			 int *fds)
+/* build_pieces lays out the pieces (and their fds) of a REG_MR or
+ * REREG_MR, merging segments that continue one another in the same memfd. */
+static int build_pieces(struct plan *p, struct sr_mr_piece *pieces, int *fds,
+			int *npieces)
 {
 	int i, n = 0;
 
@@ -396,8 +395,25 @@ static int build_request(struct plan *p, struct sr_reg_mr *req, struct sr_mr_pie
 		pieces[n] = (struct sr_mr_piece){ s->start, s->end - s->start, s->off };
 		fds[n++] = fd;
 	}
-	req->npieces = n;
+	*npieces = n;
 	return 0;
+}
+
+/* prepare_range moves the pages of [start, end) into memfds and lays out
+ * the pieces naming them. Called with mr_lock held. */
+static int prepare_range(uintptr_t start, uintptr_t end, struct sr_mr_piece *pieces,
+			 int *fds, int *npieces)
+{
+	struct plan p = { 0 };
+	int err = plan_range(&p, start, end, 0);
+
+	gc_memfds();
+	if (!err)
+		err = move_pages(&p);
+	if (!err)
+		err = build_pieces(&p, pieces, fds, npieces);
+	free(p.segs);
+	return err;
 }
 
 /* set_fork_flags re-applies MADV_DONTFORK to every live MR after a range
@@ -528,10 +544,9 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		struct sr_mr_piece pieces[SR_MAX_MR_PIECES];
 	} __attribute__((packed)) msg;
 	int fds[SR_MAX_MR_PIECES];
-	struct plan p = { 0 };
 	struct srl_mr *m;
 	struct sr_mr resp;
-	int err;
+	int err, n = 0;
 
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
 		return errno = EINVAL, NULL;
@@ -552,16 +567,12 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 
 	pthread_once(&fork_once, register_fork_handlers);
 	pthread_mutex_lock(&mr_lock);
-	err = plan_range(&p, start, length ? end : start, 0);
-	gc_memfds();
-	if (!err)
-		err = move_pages(&p);
-	if (!err)
-		err = build_request(&p, &msg.req, msg.pieces, fds);
+	err = prepare_range(start, length ? end : start, msg.pieces, fds, &n);
+	msg.req.npieces = n;
 	if (!err)
 		err = sr_ctx_callx(pd->context, SR_OP_REG_MR, &msg,
-				   sizeof(msg.req) + msg.req.npieces * sizeof(msg.pieces[0]),
-				   fds, msg.req.npieces, &resp, sizeof(resp), NULL, NULL);
+				   sizeof(msg.req) + n * sizeof(msg.pieces[0]),
+				   fds, n, &resp, sizeof(resp), NULL, NULL);
 	if (!err) {
 		m->start = start;
 		m->end = length ? end : start;
@@ -573,7 +584,6 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		restore_range(start, length ? end : start);
 	}
 	pthread_mutex_unlock(&mr_lock);
-	free(p.segs);
 	if (err) {
 		free(m);
 		errno = err;
@@ -586,7 +596,6 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	m->mr.handle = resp.handle;
 	m->mr.lkey = resp.lkey;
 	m->mr.rkey = resp.rkey;
-	m->access = access;
 	return &m->mr;
 }
 
@@ -641,60 +650,88 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* ibv_rereg_mr registers the new translation or PD first and then drops
- * the old registration, so a failure leaves the old MR valid; the MR keeps
- * its address (as the kernel's), with new keys, which ibv_rereg_mr may hand
- * out. A change of access is refused (EOPNOTSUPP): its point is to grant or
- * revoke remote access under the rkey a peer already holds, which rxe keeps
- * but a new registration in softroce's daemon cannot (README.md). */
+/* ibv_rereg_mr changes the MR in place (REREG_MR): it keeps its lkey and
+ * rkey, as rxe's do, so that a peer holding the rkey sees the new access
+ * at once. A new translation has its pages moved as for ibv_reg_mr, and the
+ * old range's pages go back to private memory once the daemon has let go of
+ * them. A failure leaves the MR as it was. */
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		 size_t length, int access)
 {
-	struct srl_mr *m = (struct srl_mr *)mr, *n;
-	struct sr_handle h = { mr->handle };
-	uintptr_t old_start = m->start, old_end = m->end;
-	struct ibv_mr *nmr;
-	int err;
+	const uintptr_t pg = sysconf(_SC_PAGESIZE);
+	const int xlate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	uintptr_t start = (uintptr_t)addr & ~(pg - 1);
+	uintptr_t end = ((uintptr_t)addr + length + pg - 1) & ~(pg - 1);
+	struct srl_mr *m = (struct srl_mr *)mr;
+	struct {
+		struct sr_rereg_mr req;
+		struct sr_mr_piece pieces[SR_MAX_MR_PIECES];
+	} __attribute__((packed)) msg;
+	int fds[SR_MAX_MR_PIECES];
+	struct sr_mr resp;
+	int err = 0, n = 0;
 
+	/* The input checks of rdma-core's ibv_rereg_mr, and a PD to move to. */
 	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED ||
-	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
-	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+	    (xlate && (!addr || !length)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-		errno = EOPNOTSUPP;
-		return IBV_REREG_MR_ERR_INPUT;
-	}
-	if (!(flags & IBV_REREG_MR_CHANGE_PD))
-		pd = mr->pd;
-	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
-		addr = mr->addr;
-		length = mr->length;
-	}
-	access = m->access;
-	nmr = reg_mr(pd, addr, length, (uintptr_t)addr, access);
-	if (!nmr)
-		return IBV_REREG_MR_ERR_INPUT;
-	n = (struct srl_mr *)nmr;
-	err = sr_ctx_call(mr->context, SR_OP_DEREG_MR, &h, sizeof(h), NULL, 0);
+	if (xlate && (uintptr_t)addr + length < (uintptr_t)addr)
+		err = EINVAL;
+	/* No memory windows, as in ibv_reg_mr. */
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (access & IBV_ACCESS_MW_BIND))
+		err = EOPNOTSUPP;
 	if (err) {
-		ibv_dereg_mr(nmr);
 		errno = err;
 		return IBV_REREG_MR_ERR_CMD;
 	}
+	memset(&msg.req, 0, sizeof(msg.req));
+	msg.req.handle = mr->handle;
+	msg.req.flags = flags;
+	msg.req.pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : SR_NONE;
+	msg.req.access = access & ~IBV_ACCESS_OPTIONAL_RANGE;
+	if (xlate) {
+		msg.req.addr = (uintptr_t)addr;
+		msg.req.length = length;
+		msg.req.iova = (uintptr_t)addr;
+	}
+
+	pthread_once(&fork_once, register_fork_handlers);
 	pthread_mutex_lock(&mr_lock);
-	unlink_mr(m);
-	unlink_mr(n);
-	*mr = *nmr;
-	m->start = n->start;
-	m->end = n->end;
-	m->access = n->access;
-	m->next = live_mrs;
-	live_mrs = m;
-	set_fork_flags(old_start, old_end, 0);
-	restore_range(old_start, old_end);
+	if (xlate)
+		err = prepare_range(start, end, msg.pieces, fds, &n);
+	msg.req.npieces = n;
+	if (!err)
+		err = sr_ctx_callx(mr->context, SR_OP_REREG_MR, &msg,
+				   sizeof(msg.req) + n * sizeof(msg.pieces[0]),
+				   fds, n, &resp, sizeof(resp), NULL, NULL);
+	if (!err && xlate) {
+		uintptr_t old_start = m->start, old_end = m->end;
+
+		m->start = start;
+		m->end = end;
+		set_fork_flags(start, end, 1);
+		set_fork_flags(old_start, old_end, 0);
+		restore_range(old_start, old_end);
+	} else if (err && xlate) {
+		/* Pages moved for a translation that failed go back. */
+		restore_range(start, end);
+	}
 	pthread_mutex_unlock(&mr_lock);
-	free(n);
+	if (err) {
+		errno = err;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		mr->pd = pd;
+	if (xlate) {
+		mr->addr = addr;
+		mr->length = length;
+	}
+	mr->lkey = resp.lkey;
+	mr->rkey = resp.rkey;
 	return 0;
 }

@@ -7,9 +7,9 @@
  * body; the answer is a struct sr_hdr {status, len} followed by len bytes.
  * status is 0 or an errno value; a failed answer may still carry a body where
  * the op says so (POST_*: struct sr_post_resp). File descriptors travel as
- * SCM_RIGHTS on the header's sendmsg: REG_MR's memfds from the library, the
- * eventfds of ASYNC_FD and CREATE_COMP_CHANNEL from the daemon. Calls on one
- * socket are strictly one at a time.
+ * SCM_RIGHTS on the header's sendmsg: REG_MR's and REREG_MR's memfds from
+ * the library, the eventfds of ASYNC_FD and CREATE_COMP_CHANNEL from the
+ * daemon. Calls on one socket are strictly one at a time.
  *
  * Encoding. Little-endian integers, packed structs; GUIDs and GIDs in network
  * order; imm_data as the program gave it (network order). "handle" is the
@@ -42,6 +42,7 @@ enum sr_op {
 
 	SR_OP_REG_MR = 30,   /* struct sr_reg_mr + pieces + fds -> struct sr_mr */
 	SR_OP_DEREG_MR = 31, /* struct sr_handle */
+	SR_OP_REREG_MR = 32, /* struct sr_rereg_mr + pieces + fds -> struct sr_mr */
 
 	SR_OP_CREATE_COMP_CHANNEL = 40,  /* -> struct sr_handle + 1 fd (eventfd) */
 	SR_OP_DESTROY_COMP_CHANNEL = 41, /* struct sr_handle */
@@ -154,8 +155,24 @@ struct sr_mr_piece {
 	uint64_t offset; /* into the memfd, page-aligned */
 } __attribute__((packed));
 
+/* The keys: rkey is lkey, as in rxe, even for an MR without remote access
+ * (a remote access under it fails until a REREG_MR grants one). */
 struct sr_mr {
 	uint32_t handle, lkey, rkey;
+} __attribute__((packed));
+
+/* REREG_MR changes the MR handle in place (ibv_rereg_mr): flags are
+ * IBV_REREG_MR_CHANGE_*; pd is used with CHANGE_PD, access with
+ * CHANGE_ACCESS, and addr, length, iova and the pieces (as in REG_MR) with
+ * CHANGE_TRANSLATION; without it npieces is 0 and no fds come. The MR keeps
+ * its handle and its keys, as rxe's do, so a peer's rkey stays valid across
+ * a change of access; a failure leaves the MR as it was. Answered by struct
+ * sr_mr. */
+struct sr_rereg_mr {
+	uint32_t handle, flags, pd, access;
+	uint64_t addr, length, iova;
+	uint32_t npieces, pad;
+	/* then npieces x struct sr_mr_piece */
 } __attribute__((packed));
 
 /* Completion queues. */

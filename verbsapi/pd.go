@@ -77,6 +77,15 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 	return pd.reg(pd.ctx.dev.RegMRIOVA(pd.pd, buf, iova, access))
 }
 
+// RegMRKey registers buf at iova as RegMRIOVA does, but under the chosen
+// key (lkey, and rkey with remote access), whose index (key >> 8) must be
+// free. It exists so that a re-registration (ibv_rereg_mr) can keep the keys
+// peers already hold, as rxe does; everyone else wants RegMR, whose keys
+// cannot be guessed.
+func (pd *PD) RegMRKey(buf []byte, iova uint64, key uint32, access Access) (*MR, error) {
+	return pd.reg(pd.ctx.dev.RegMRKey(pd.pd, buf, iova, key, access))
+}
+
 func (pd *PD) reg(m *rxe.MR, err error) (*MR, error) {
 	if err != nil {
 		return nil, err

@@ -140,7 +140,7 @@ func carriesPostResp(op uint32) bool {
 // call runs one request, appending the answer body to c.w. Called with
 // c.mu held.
 func (c *conn) call(r *request) syscall.Errno {
-	if r.truncated || (len(r.fds) > 0 && r.op != opRegMR) {
+	if r.truncated || (len(r.fds) > 0 && r.op != opRegMR && r.op != opReregMR) {
 		return syscall.EINVAL
 	}
 	b := r.body
@@ -159,6 +159,8 @@ func (c *conn) call(r *request) syscall.Errno {
 		return c.regMR(b, r.fds)
 	case opDeregMR:
 		return c.deregMR(b)
+	case opReregMR:
+		return c.reregMR(b, r.fds)
 	case opCreateCompChannel:
 		return c.createCompChannel(b)
 	case opDestroyCompChannel:

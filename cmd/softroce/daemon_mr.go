@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -112,31 +113,59 @@ func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error
 	return m, nil
 }
 
+// Sizes of the MR records on the wire (proto.h).
+const (
+	sizeRegMR   = 40 // struct sr_reg_mr
+	sizeReregMR = 48 // struct sr_rereg_mr
+	sizeMRPiece = 24 // struct sr_mr_piece
+)
+
+// decodePieces decodes b as exactly n struct sr_mr_piece.
+func decodePieces(b []byte, n uint32) ([]wireMRPiece, bool) {
+	if n > srMaxMRPieces || uint64(len(b)) != uint64(n)*sizeMRPiece {
+		return nil, false
+	}
+	pieces := make([]wireMRPiece, n)
+	for i := range pieces {
+		decode(b[i*sizeMRPiece:(i+1)*sizeMRPiece], &pieces[i])
+	}
+	return pieces, true
+}
+
+// mapRegion maps a region the library sent, within the device's MR size.
+func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, syscall.Errno) {
+	if r.Length > c.d.ctx.QueryDevice().MaxMRSize {
+		return nil, syscall.EINVAL
+	}
+	m, err := mapPieces(r, pieces, fds)
+	if err != nil {
+		return nil, syscall.EINVAL
+	}
+	return m, 0
+}
+
+// putMR answers with the MR's keys. The rkey is the lkey even when the MR
+// allows no remote access, as current rxe reports it: a peer may be handed
+// the rkey before a REREG_MR grants remote access, and it must work then.
+// Until then the device refuses it (its own rkey for the MR is 0).
+func (c *conn) putMR(h uint32, mr *verbsapi.MR) {
+	c.w.put(wireMR{Handle: h, LKey: mr.LKey(), RKey: mr.LKey()})
+}
+
 // regMR answers SR_OP_REG_MR. The fds are the caller's to close.
 func (c *conn) regMR(b []byte, fds []int) syscall.Errno {
-	const head = 40 // struct sr_reg_mr
-	const piece = 24
-	if len(b) < head {
-		return syscall.EINVAL
-	}
 	var r wireRegMR
-	if !decode(b[:head], &r) || uint64(len(b)-head) != uint64(r.NPieces)*piece || r.NPieces > srMaxMRPieces {
+	if len(b) < sizeRegMR || !decode(b[:sizeRegMR], &r) {
 		return syscall.EINVAL
 	}
-	pieces := make([]wireMRPiece, r.NPieces)
-	for i := range pieces {
-		decode(b[head+i*piece:head+(i+1)*piece], &pieces[i])
-	}
+	pieces, ok := decodePieces(b[sizeRegMR:], r.NPieces)
 	pd := c.pds[r.PD]
-	if pd == nil {
+	if !ok || pd == nil {
 		return syscall.EINVAL
 	}
-	if r.Length > c.d.ctx.QueryDevice().MaxMRSize {
-		return syscall.EINVAL
-	}
-	m, err := mapPieces(&r, pieces, fds)
-	if err != nil {
-		return syscall.EINVAL
+	m, errno := c.mapRegion(&r, pieces, fds)
+	if errno != 0 {
+		return errno
 	}
 	mr, err := pd.RegMRIOVA(m.buf, r.IOVA, verbsapi.Access(r.Access))
 	if err != nil {
@@ -145,7 +174,7 @@ func (c *conn) regMR(b []byte, fds []int) syscall.Errno {
 	}
 	h := c.handle()
 	c.mrs[h] = &connMR{mr: mr, mem: m}
-	c.w.put(wireMR{Handle: h, LKey: mr.LKey(), RKey: mr.RKey()})
+	c.putMR(h, mr)
 	return 0
 }
 
@@ -165,4 +194,88 @@ func (c *conn) deregMR(b []byte) syscall.Errno {
 	m.mem.unmap()
 	delete(c.mrs, h)
 	return 0
+}
+
+// IBV_REREG_MR_CHANGE_* (enum ibv_rereg_mr_flags).
+const (
+	reregTranslation = 1 << 0
+	reregPD          = 1 << 1
+	reregAccess      = 1 << 2
+	reregAll         = reregTranslation | reregPD | reregAccess
+)
+
+// reregMR answers SR_OP_REREG_MR. rxe keeps an MR's keys across
+// ibv_rereg_mr and programs rely on it (pyverbs grants remote access to an
+// MR whose rkey the peer already holds), so the MR is registered again under
+// its old key, with the new PD, access or pages; the handle stays. A new
+// mapping replaces the old one only once the registration succeeded. The
+// fds are the caller's to close.
+func (c *conn) reregMR(b []byte, fds []int) syscall.Errno {
+	var r wireReregMR
+	if len(b) < sizeReregMR || !decode(b[:sizeReregMR], &r) {
+		return syscall.EINVAL
+	}
+	pieces, ok := decodePieces(b[sizeReregMR:], r.NPieces)
+	cm := c.mrs[r.Handle]
+	// As the kernel: no flags at all, or unknown ones, is EINVAL.
+	if !ok || cm == nil || r.Flags == 0 || r.Flags&^reregAll != 0 {
+		return syscall.EINVAL
+	}
+	pd, access, mem, iova := cm.mr.PD(), cm.mr.Access(), cm.mem, cm.mr.Addr()
+	if r.Flags&reregPD != 0 {
+		if pd = c.pds[r.PD]; pd == nil {
+			return syscall.EINVAL
+		}
+	}
+	if r.Flags&reregAccess != 0 {
+		access = verbsapi.Access(r.Access)
+	}
+	if r.Flags&reregTranslation != 0 {
+		reg := wireRegMR{Access: r.Access, Addr: r.Addr, Length: r.Length, IOVA: r.IOVA, NPieces: r.NPieces}
+		var errno syscall.Errno
+		if mem, errno = c.mapRegion(&reg, pieces, fds); errno != 0 {
+			return errno
+		}
+		iova = r.IOVA
+	} else if r.NPieces != 0 || len(fds) != 0 {
+		return syscall.EINVAL
+	}
+	mr, err := rekeyMR(cm.mr, pd, mem.buf, iova, access)
+	if mr == nil {
+		// Lost: the old registration could not come back (the device
+		// gave its key's index away meanwhile).
+		fmt.Fprintf(os.Stderr, "softroce daemon: %v\n", err)
+		cm.mem.unmap()
+		delete(c.mrs, r.Handle)
+	} else if err == nil {
+		cm.mem, mem = mem, cm.mem
+		cm.mr = mr
+		c.putMR(r.Handle, mr)
+	} else {
+		cm.mr = mr // the old registration, back under its key
+	}
+	if mem != cm.mem {
+		mem.unmap() // the replaced mapping, or the one that was not used
+	}
+	return errnoOf(err)
+}
+
+// rekeyMR deregisters old and registers buf at iova in pd with access under
+// old's key (lkey, and rkey with remote access). If that fails it registers
+// old's buffer again as it was, under the same key, and returns that MR with
+// the error; nil only if even that failed and the region is lost.
+func rekeyMR(old *verbsapi.MR, pd *verbsapi.PD, buf []byte, iova uint64, access verbsapi.Access) (*verbsapi.MR, error) {
+	key, oldPD, oldBuf, oldIOVA, oldAccess := old.LKey(), old.PD(), old.Bytes(), old.Addr(), old.Access()
+	if err := old.Dereg(); err != nil {
+		return old, fmt.Errorf("rereg mr %#x: %w", key, err)
+	}
+	mr, err := pd.RegMRKey(buf, iova, key, access)
+	if err == nil {
+		return mr, nil
+	}
+	back, berr := oldPD.RegMRKey(oldBuf, oldIOVA, key, oldAccess)
+	if berr != nil {
+		return nil, fmt.Errorf("rereg mr %#x: %w, and restoring it: %w", key, err, berr)
+	}
+	return back, fmt.Errorf("rereg mr %#x: %w", key, err)
 }

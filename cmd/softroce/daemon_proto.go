@@ -39,6 +39,7 @@ const (
 
 	opRegMR   = 30
 	opDeregMR = 31
+	opReregMR = 32
 
 	opCreateCompChannel  = 40
 	opDestroyCompChannel = 41
@@ -129,6 +130,14 @@ type wireRegMR struct {
 type wireMRPiece struct{ VAddr, Len, Offset uint64 }
 
 type wireMR struct{ Handle, LKey, RKey uint32 }
+
+// wireReregMR is struct sr_rereg_mr: Flags are IBV_REREG_MR_CHANGE_*, and
+// PD, Access and the translation (Addr..NPieces) count only under theirs.
+type wireReregMR struct {
+	Handle, Flags, PD, Access uint32
+	Addr, Length, IOVA        uint64
+	NPieces, Pad              uint32
+}
 
 type wireCreateCQ struct{ CQE, Channel, CompVector uint32 }
 

@@ -575,11 +575,39 @@ static int test_stack_mr(void)
 	return 0;
 }
 
-/* test_rereg: an MR moved to another buffer by ibv_rereg_mr works there. */
+/* write_from_b writes text (up to 32 bytes) from b's buffer to dst under
+ * rkey through b.qp and waits for the WRITE's completion. */
+static int write_from_b(uint64_t wr_id, uint64_t dst, uint32_t rkey, const char *text)
+{
+	struct ibv_sge sge = { (uintptr_t)b.buf + 1024, 32, b.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED, .wr.rdma = { dst, rkey },
+	};
+	struct ibv_wc wc;
+
+	snprintf(b.buf + 1024, 32, "%s", text);
+	CHECK(!post1(b.qp, &wr), "post WRITE");
+	CHECK(!expect_wc(b.cq, wr_id, IBV_WC_RDMA_WRITE, &wc), "WRITE completion");
+	return 0;
+}
+
+/* same_keys checks that a rereg kept the MR's keys, as rxe's are kept. */
+static int same_keys(struct ibv_mr *mr, uint32_t lkey, uint32_t rkey)
+{
+	CHECK(mr->lkey == lkey && mr->rkey == rkey, "keys %#x/%#x, were %#x/%#x",
+	      mr->lkey, mr->rkey, lkey, rkey);
+	return 0;
+}
+
+/* test_rereg: an MR moved to another buffer by ibv_rereg_mr works there;
+ * given remote write access, it takes a WRITE under the rkey handed out
+ * before (rereg keeps the keys); moved back with new access at once, too. */
 static int test_rereg(void)
 {
 	char *one = calloc(1, 4096), *two = calloc(1, 4096);
 	struct ibv_mr *mr = ibv_reg_mr(a.pd, one, 4096, IBV_ACCESS_LOCAL_WRITE);
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = {
 		.wr_id = 15, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
@@ -587,21 +615,46 @@ static int test_rereg(void)
 		.wr.rdma = { (uintptr_t)b.buf + 512, b.mr->rkey },
 	};
 	struct ibv_wc wc;
+	uint32_t lkey, rkey;
 
 	CHECK(one && two && mr, "reg_mr");
+	lkey = mr->lkey;
+	rkey = mr->rkey;
 	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, two, 4096, 0) == 0,
 	      "rereg_mr");
 	CHECK(mr->addr == two && mr->length == 4096, "rereg_mr addr %p", mr->addr);
-	CHECK(ibv_rereg_mr(mr, 1 << 5, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT,
-	      "rereg_mr with an unknown flag");
-	errno = 0;
-	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, ACCESS) ==
-	      IBV_REREG_MR_ERR_INPUT && errno == EOPNOTSUPP, "rereg_mr of the access");
+	if (same_keys(mr, lkey, rkey))
+		return -1;
+	CHECK(ibv_rereg_mr(mr, 1 << 5, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT &&
+	      errno == EINVAL, "rereg_mr with an unknown flag");
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a.pd, NULL, 0, rw) ==
+	      IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "rereg_mr: access without CHANGE_ACCESS");
+	CHECK(ibv_rereg_mr(mr, 0, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_CMD && errno == EINVAL,
+	      "rereg_mr without flags");
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_REMOTE_WRITE) == IBV_REREG_MR_ERR_CMD && errno == EINVAL,
+	      "rereg_mr to remote write without local write");
 	sge = (struct ibv_sge){ (uintptr_t)two, 32, mr->lkey };
 	snprintf(b.buf + 512, 32, "read after rereg");
 	CHECK(!post1(a.qp, &wr), "post READ");
 	CHECK(!expect_wc(a.cq, 15, IBV_WC_RDMA_READ, &wc), "READ completion");
 	CHECK(!strcmp(two, "read after rereg") && !one[0], "got '%.32s'", two);
+
+	CHECK(!ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, rw),
+	      "rereg_mr to remote write");
+	if (same_keys(mr, lkey, rkey) ||
+	    write_from_b(16, (uintptr_t)two + 64, rkey, "write after rereg of access"))
+		return -1;
+	CHECK(!strcmp(two + 64, "write after rereg of access"), "got '%.32s'", two + 64);
+
+	CHECK(!ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS |
+			    IBV_REREG_MR_CHANGE_PD, a.pd, one, 4096, ACCESS),
+	      "rereg_mr of everything");
+	CHECK(mr->addr == one && mr->pd == a.pd, "rereg_mr addr %p", mr->addr);
+	if (same_keys(mr, lkey, rkey) ||
+	    write_from_b(17, (uintptr_t)one + 128, rkey, "write after moving back"))
+		return -1;
+	CHECK(!strcmp(one + 128, "write after moving back") && !one[64], "got '%.32s'", one + 128);
 	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
 	free(one);
 	free(two);
@@ -621,11 +674,13 @@ static int test_rereg_pd(void)
 		.wr.rdma = { (uintptr_t)b.buf + 3072, b.mr->rkey },
 	};
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	uint32_t lkey = a.mr->lkey, rkey = a.mr->rkey;
 	struct ibv_wc wc;
 
 	CHECK(pd, "alloc_pd");
 	CHECK(!ibv_rereg_mr(a.mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0), "rereg_mr to a new PD");
 	CHECK(a.mr->pd == pd, "mr pd %p", (void *)a.mr->pd);
+	CHECK(a.mr->lkey == lkey && a.mr->rkey == rkey, "keys changed");
 	sge.lkey = a.mr->lkey;
 	CHECK(!post1(a.qp, &wr), "post READ");
 	CHECK(!wait_wc(a.cq, &wc) && wc.status == IBV_WC_LOC_PROT_ERR,
