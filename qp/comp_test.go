@@ -194,6 +194,28 @@ func TestSequenceNAKGoBackN(t *testing.T) {
 	assert.Equal(t, uint8(3), r.q.comp.retryCnt, "progress restores the retry count")
 }
 
+// TestLaterNAKStartsNewRetry: a PSN sequence NAK beyond the one being retried
+// means the retransmission made progress and met another loss; it must start
+// the next go-back-N at once rather than wait for the retransmit timer, and
+// not spend the retry count, as each loss inside a long message would.
+func TestLaterNAKStartsNewRetry(t *testing.T) {
+	r := newSendRig(t, RC, 256, func(c *Config, a *Attr) { a.RetryCnt = 1 })
+	r.buf(1, 8192, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 8 * 256, LKey: 1}}})
+	require.Equal(t, []uint32{100, 101, 102, 103, 104, 105, 106, 107}, psns(r.tx()))
+	r.aeth(102, packet.SyndromeNAKPSNSeq) // 102 lost
+	require.Equal(t, []uint32{102, 103, 104, 105, 106, 107}, psns(r.tx()))
+	r.aeth(105, packet.SyndromeNAKPSNSeq) // the resend got 102-104 through, then lost 105
+	assert.Equal(t, uint64(2), r.q.counters.CompleterRetryErr)
+	require.Equal(t, []uint32{105, 106, 107}, psns(r.tx()))
+	r.aeth(105, packet.SyndromeNAKPSNSeq) // the same NAK again: the retry is under way
+	assert.Empty(t, r.tx())
+	r.ack(107)
+	wcs := r.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WCSuccess, wcs[0].Status)
+}
+
 func TestNAKErrors(t *testing.T) {
 	cases := []struct {
 		syn  packet.Syndrome
