@@ -66,3 +66,7 @@ func udpChecksumOK(ip, udp []byte) bool {
 	}
 	return fold(onesSum(udpPseudoSum(ip, len(udp)), udp)) == 0xFFFF
 }
+
+// IPv4HeaderChecksum is the Internet checksum of an IPv4 header whose
+// checksum field is zero: the value to store in bytes 10-11.
+func IPv4HeaderChecksum(h []byte) uint16 { return ^fold(onesSum(0, h)) }

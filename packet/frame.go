@@ -81,7 +81,7 @@ func (a *Addressing) AppendIPUDP(dst []byte, payloadLen int) []byte {
 		s, d := as4(a.Src), as4(a.Dst)
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+		binary.BigEndian.PutUint16(ip[10:], IPv4HeaderChecksum(ip))
 		u = b[IPv4Len:]
 	} else {
 		ip := b[:IPv6Len]
@@ -112,17 +112,6 @@ func as4(a netip.Addr) [4]byte {
 		return a.As4()
 	}
 	return [4]byte{}
-}
-
-func ipv4Checksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	return ^uint16(s)
 }
 
 // Ethernet holds the addresses of an Ethernet II header.

@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"encoding/binary"
 	"errors"
 	"net/netip"
 
@@ -147,13 +146,7 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 		d.cnt.ICRCIDUnknown++
 		h := d.rxIPHdr[:]
 		copy(h, fr.IP)
-		binary.BigEndian.PutUint16(h[4:], id)
-		h[6] &^= 0x40
-		if df {
-			h[6] |= 0x40
-		}
-		h[10], h[11] = 0, 0
-		binary.BigEndian.PutUint16(h[10:], ipv4HeaderChecksum(h))
+		link.SetIPv4ID(h, id, df)
 		fr.IP = h
 		return true
 	}
@@ -162,17 +155,4 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 		return false
 	}
 	return true
-}
-
-// ipv4HeaderChecksum is the Internet checksum of an IPv4 header whose
-// checksum field is zero.
-func ipv4HeaderChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	return ^uint16(s)
 }

@@ -5,16 +5,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/pcapio"
 )
 
 // Capture returns l with every frame it sends and receives written to w, with
 // the time now returns (pass a virtual clock to get files that depend only on
 // the traffic). Frames sent are written before l sends them, with the comment
-// "out"; frames received after l returns them, with "in" (and "in ipid-unknown"
-// for rebuilt IPv4 headers, see Frame.IPIDUnknown). A failing write does not
-// disturb the traffic: it is counted and the first error kept (Err).
-// Closing the link does not close w.
+// "out"; frames received after l returns them, with "in". A received IPv4
+// header the link had to rebuild (Frame.IPIDUnknown: a UDP socket does not
+// show the sender's IP ID) is written with the ID and DF bit recovered from
+// the ICRC (RecoverIPv4ID), so that the capture shows what was on the wire
+// and its ICRCs check, commented "in ipid-recovered"; when no ID fits, as
+// written, "in ipid-unknown". A failing write does not disturb the traffic:
+// it is counted and the first error kept (Err). Closing the link does not
+// close w.
 func Capture(l Link, w *pcapio.Writer, now func() time.Time) *Captured {
 	return &Captured{inner: l, w: w, now: now}
 }
@@ -28,6 +33,8 @@ type Captured struct {
 	out, in, errs atomic.Uint64
 	errMu         sync.Mutex
 	err           error
+
+	scratch []byte // Recv's copy of a frame whose IPv4 ID it recovers
 }
 
 // Send writes the frames to the capture, then sends them.
@@ -46,15 +53,31 @@ func (c *Captured) Recv(frames []Frame) (int, error) {
 	if n > 0 {
 		t := c.now()
 		for i := range frames[:n] {
-			comment := "in"
 			if frames[i].IPIDUnknown {
-				comment = "in ipid-unknown"
+				c.writeRecovered(t, frames[i].Data)
+				continue
 			}
-			c.write(t, frames[i].Data, comment)
+			c.write(t, frames[i].Data, "in")
 		}
 		c.in.Add(uint64(n))
 	}
 	return n, err
+}
+
+// writeRecovered writes a received frame whose IPv4 header the link rebuilt,
+// with the sender's ID and DF bit put back when the ICRC tells them. Links
+// call Recv from one goroutine, so one scratch buffer serves.
+func (c *Captured) writeRecovered(t time.Time, data []byte) {
+	c.scratch = append(c.scratch[:0], data...)
+	var f packet.Frame
+	if packet.ParseFrame(c.scratch, &f) == nil && f.IsIPv4() {
+		if id, df, ok := RecoverIPv4ID(&f); ok {
+			SetIPv4ID(f.IP, id, df)
+			c.write(t, c.scratch, "in ipid-recovered")
+			return
+		}
+	}
+	c.write(t, data, "in ipid-unknown")
 }
 
 func (c *Captured) write(t time.Time, data []byte, comment string) {

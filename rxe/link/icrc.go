@@ -95,6 +95,19 @@ func CheckICRCUnknownIPID(f *packet.Frame) bool {
 	return ok
 }
 
+// SetIPv4ID writes an identification and DF bit (as RecoverIPv4ID finds
+// them) into the IPv4 header ip and recomputes its checksum: a rebuilt header
+// becomes the one the sender put on the wire.
+func SetIPv4ID(ip []byte, id uint16, df bool) {
+	binary.BigEndian.PutUint16(ip[4:], id)
+	ip[6] &^= 0x40
+	if df {
+		ip[6] |= 0x40
+	}
+	ip[10], ip[11] = 0, 0
+	binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:packet.IPv4Len]))
+}
+
 // RecoverIPv4ID returns the IPv4 identification and DF bit with which f's
 // ICRC is right, if there are any. For IPv6 frames it returns ok = f.ICRCOK().
 func RecoverIPv4ID(f *packet.Frame) (id uint16, df bool, ok bool) {

@@ -82,7 +82,7 @@ func TestCheckICRCUnknownIPIDRxeCaptures(t *testing.T) {
 
 func ipv4Fix(ip []byte) {
 	clear(ip[10:12])
-	binary.BigEndian.PutUint16(ip[10:], ipv4HeaderChecksum(ip[:20]))
+	binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:20]))
 }
 
 // icrcCovered reports whether bit i of an IPv4 RoCE packet (IP header

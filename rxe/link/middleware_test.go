@@ -249,3 +249,50 @@ func TestMiddlewareForwardsFixedSourcePort(t *testing.T) {
 	}
 	assert.True(t, names["capture_out"] && names["fault_lost"] && names["udp_tx_frames"])
 }
+
+// A frame whose IPv4 header the link rebuilt (a UDP socket shows no IP ID) is
+// captured with the ID and DF bit the sender used, recovered from the ICRC,
+// so the capture's ICRCs check; one that matches no ID is captured as it is.
+func TestCaptureRecoversIPID(t *testing.T) {
+	const mac = "\x02\x00\x00\x00\x00\x01"
+	wire := func(id uint16, df bool) []byte {
+		a := packet.Addressing{Src: ip4a, Dst: ip4b, SrcPort: 0xC001, HopLimit: 64, DF: df, IPID: id}
+		p := packet.Packet{Payload: []byte("payload!")}
+		p.BTH = packet.BTHFields{Opcode: packet.RCSendOnly, PKey: 0xFFFF, DestQP: 0x11, PSN: 9}
+		return packet.AppendFrame(nil, &packet.Ethernet{Dst: [6]byte([]byte(mac)), Src: [6]byte([]byte(mac))}, &a, &p)
+	}
+	rebuilt := func(f []byte) []byte { // what the UDP link delivers: ID 0, DF
+		f = bytes.Clone(f)
+		ip := f[14:34]
+		SetIPv4ID(ip, 0, true)
+		return f
+	}
+	sent := wire(7, false)
+	bad := rebuilt(wire(9, true))
+	bad[len(bad)-1] ^= 0xFF // no ID fits this ICRC
+
+	var buf bytes.Buffer
+	w, err := pcapio.NewWriter(&buf)
+	require.NoError(t, err)
+	a0, b0 := NewMemPair(1500)
+	b := Capture(b0, w, fakeClock())
+	_, err = a0.Send([]Frame{{Data: rebuilt(sent), IPIDUnknown: true}, {Data: bad, IPIDUnknown: true}})
+	require.NoError(t, err)
+	got := recvN(t, b, 2)
+	assert.Equal(t, rebuilt(sent), got[0], "the traffic itself is untouched")
+	require.NoError(t, w.Flush())
+
+	r, err := pcapio.NewReader(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+	rec, err := r.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "in ipid-recovered", rec.Comment)
+	assert.Equal(t, sent, rec.Data)
+	var f packet.Frame
+	require.NoError(t, rec.Frame(&f))
+	assert.True(t, f.ICRCOK())
+	rec, err = r.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "in ipid-unknown", rec.Comment)
+	assert.Equal(t, bad, rec.Data)
+}

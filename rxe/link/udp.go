@@ -874,7 +874,7 @@ func (u *UDP) rebuild(buf []byte, n int, info *udpRxInfo) []byte {
 		s4 := info.src.As4()
 		copy(ip[12:16], s4[:])
 		copy(ip[16:20], info.dst[12:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4HeaderChecksum(ip[:packet.IPv4Len]))
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:packet.IPv4Len]))
 		ip = ip[packet.IPv4Len:]
 	} else {
 		binary.BigEndian.PutUint16(frame[12:], packet.EtherTypeIPv6)
@@ -899,17 +899,6 @@ func (u *UDP) ipUDPLen() int {
 		return packet.IPv4Len + packet.UDPLen
 	}
 	return packet.IPv6Len + packet.UDPLen
-}
-
-func ipv4HeaderChecksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	return ^uint16(s)
 }
 
 // UDPStats are a UDP link's counts.
