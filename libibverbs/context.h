@@ -118,6 +118,10 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
 int sr_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
+/* Memory windows (pd.c). */
+struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int sr_dealloc_mw(struct ibv_mw *mw);
+int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
 /* qp.c: one POST_* call (body starts with struct sr_post): 0, or an errno
  * value with *bad the index of the first WR not posted. */
@@ -125,6 +129,10 @@ int sr_post_call(struct ibv_context *ctx, uint32_t op, const void *body, size_t 
 		 uint32_t *bad);
 int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 		      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+/* qp.c: the struct sr_bind_mw that follows a BIND_MW WR. */
+void sr_bind_to_wire(struct sr_bind_mw *b, struct ibv_mw *mw, uint32_t rkey,
+		     const struct ibv_mw_bind_info *info);
 
 /* cq.c: drop the completions of QP qpn from cq, in the library's cache and
  * in the daemon (0 or an errno value). */

@@ -144,6 +144,10 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_send = sr_post_send;
 	ctx->ops.post_recv = sr_post_recv;
 	ctx->ops.post_srq_recv = sr_post_srq_recv;
+	/* Memory windows, called by verbs.h's inline ibv_*_mw. */
+	ctx->ops.alloc_mw = sr_alloc_mw;
+	ctx->ops.bind_mw = sr_bind_mw;
+	ctx->ops.dealloc_mw = sr_dealloc_mw;
 	ctx->device = device;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	ctx->num_comp_vectors = 1;

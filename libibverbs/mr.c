@@ -550,10 +550,6 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
 		return errno = EINVAL, NULL;
-	/* softroce has no memory windows (README.md): an MR that allows
-	 * binding one is refused as a provider without MWs refuses it. */
-	if (access & IBV_ACCESS_MW_BIND)
-		return errno = EOPNOTSUPP, NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return errno = ENOMEM, NULL;
@@ -681,9 +677,6 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	}
 	if (xlate && (uintptr_t)addr + length < (uintptr_t)addr)
 		err = EINVAL;
-	/* No memory windows, as in ibv_reg_mr. */
-	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (access & IBV_ACCESS_MW_BIND))
-		err = EOPNOTSUPP;
 	if (err) {
 		errno = err;
 		return IBV_REREG_MR_ERR_CMD;

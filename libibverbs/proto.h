@@ -44,6 +44,9 @@ enum sr_op {
 	SR_OP_DEREG_MR = 31, /* struct sr_handle */
 	SR_OP_REREG_MR = 32, /* struct sr_rereg_mr + pieces + fds -> struct sr_mr */
 
+	SR_OP_ALLOC_MW = 35,   /* struct sr_alloc_mw -> struct sr_mw */
+	SR_OP_DEALLOC_MW = 36, /* struct sr_handle */
+
 	SR_OP_CREATE_COMP_CHANNEL = 40,  /* -> struct sr_handle + 1 fd (eventfd) */
 	SR_OP_DESTROY_COMP_CHANNEL = 41, /* struct sr_handle */
 	SR_OP_GET_CQ_EVENT = 42,         /* struct sr_handle (channel) -> struct sr_handle (cq), EAGAIN if none */
@@ -175,6 +178,18 @@ struct sr_rereg_mr {
 	/* then npieces x struct sr_mr_piece */
 } __attribute__((packed));
 
+/* Memory windows (type 1 and 2B, as rxe). A window is bound by a
+ * BIND_MW work request in a POST_SEND (struct sr_bind_mw below), for
+ * ibv_bind_mw too: the library posts it with ibv_inc_rkey(mw->rkey) as the
+ * new key, as rdma-core's rxe provider does. */
+struct sr_alloc_mw {
+	uint32_t pd, type; /* type: enum ibv_mw_type */
+} __attribute__((packed));
+
+struct sr_mw {
+	uint32_t handle, rkey;
+} __attribute__((packed));
+
 /* Completion queues. */
 struct sr_create_cq {
 	uint32_t cqe;
@@ -262,7 +277,9 @@ struct sr_destroy_qp_resp {
 
 /* Posting. A POST_SEND body is struct sr_post, then nwr x (struct sr_send_wr,
  * num_sge x struct sr_sge, inline_len bytes). For IBV_SEND_INLINE the library
- * gathers the data itself: num_sge is 0 and the bytes follow. A POST_RECV or
+ * gathers the data itself: num_sge is 0 and the bytes follow. A WR whose
+ * opcode is IBV_WR_BIND_MW is followed by one struct sr_bind_mw instead
+ * (num_sge and inline_len 0). A POST_RECV or
  * POST_SRQ_RECV body is struct sr_post, then nwr x (struct sr_recv_wr,
  * num_sge x struct sr_sge). The answer always carries struct sr_post_resp;
  * on failure status is the errno and bad is the index of the first WR not
@@ -284,6 +301,17 @@ struct sr_send_wr {
 	uint32_t rkey, pad;
 	uint64_t compare_add, swap;
 	uint32_t ah, remote_qpn, remote_qkey, pad2; /* UD */
+} __attribute__((packed));
+
+/* What a BIND_MW binds (ibv_send_wr's bind_mw). The window is named by its
+ * handle and by its rkey as the program knows it (ibv_mw's rkey), which the
+ * device checks against the window's current key; rkey is the key the
+ * window gets (only its low byte counts); the region is named by its lkey
+ * (0, with length 0, for no region: a type 1 unbind). */
+struct sr_bind_mw {
+	uint32_t mw, mw_rkey, rkey, mr_lkey;
+	uint64_t addr, length;
+	uint32_t access, pad; /* access: the window's mw_access_flags */
 } __attribute__((packed));
 
 struct sr_recv_wr {

@@ -29,7 +29,7 @@ static void cap_from_wire(struct ibv_qp_cap *c, const struct sr_qp_cap *w)
 			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
 			    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
 			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | \
-			    IBV_QP_EX_WITH_SEND_WITH_INV)
+			    IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW)
 
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
@@ -252,11 +252,15 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 /* The data path. One post is one call carrying the whole list; a list too
  * long for one body goes in several calls. */
 
+/* A bind carries its struct sr_bind_mw and no data: its sg_list and
+ * IBV_SEND_INLINE are ignored, as by rxe. */
 static size_t send_wr_size(const struct ibv_send_wr *wr)
 {
 	size_t n = sizeof(struct sr_send_wr);
 	int i;
 
+	if (wr->opcode == IBV_WR_BIND_MW)
+		return n + sizeof(struct sr_bind_mw);
 	if (wr->num_sge < 0)
 		return n;
 	if (!(wr->send_flags & IBV_SEND_INLINE))
@@ -310,6 +314,21 @@ static void fill_send_wr(struct sr_send_wr *w, const struct ibv_send_wr *wr, enu
 	}
 }
 
+/* sr_bind_to_wire names the window by handle and by the rkey the program
+ * holds, and the region by its lkey (none for a type 1 unbind). */
+void sr_bind_to_wire(struct sr_bind_mw *b, struct ibv_mw *mw, uint32_t rkey,
+		     const struct ibv_mw_bind_info *info)
+{
+	memset(b, 0, sizeof(*b));
+	b->mw = mw ? mw->handle : SR_NONE;
+	b->mw_rkey = mw ? mw->rkey : 0;
+	b->rkey = rkey;
+	b->mr_lkey = info->mr ? info->mr->lkey : 0;
+	b->addr = info->addr;
+	b->length = info->length;
+	b->access = info->mw_access_flags;
+}
+
 /* sr_post_call sends one POST_* body (struct sr_post first) and returns 0,
  * or an errno value with *bad the index of the first WR not posted. */
 int sr_post_call(struct ibv_context *ctx, uint32_t op, const void *body, size_t len,
@@ -341,8 +360,9 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 		for (w = wr; w; w = w->next) {
 			size_t n = send_wr_size(w);
 
-			if (w->num_sge < 0 || ((w->send_flags & IBV_SEND_INLINE) &&
-					       n - sizeof(struct sr_send_wr) > q->max_inline)) {
+			if (w->opcode != IBV_WR_BIND_MW &&
+			    (w->num_sge < 0 || ((w->send_flags & IBV_SEND_INLINE) &&
+						n - sizeof(struct sr_send_wr) > q->max_inline))) {
 				size_err = EINVAL;
 				break;
 			}
@@ -375,6 +395,15 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 
 			fill_send_wr(sw, w, qp->qp_type);
 			p += sizeof(*sw);
+			if (w->opcode == IBV_WR_BIND_MW) {
+				struct sr_bind_mw b;
+
+				sr_bind_to_wire(&b, w->bind_mw.mw, w->bind_mw.rkey,
+						&w->bind_mw.bind_info);
+				memcpy(p, &b, sizeof(b));
+				p += sizeof(b);
+				continue;
+			}
 			if (w->send_flags & IBV_SEND_INLINE) {
 				for (i = 0; i < w->num_sge; i++) {
 					memcpy(p, (void *)(uintptr_t)w->sg_list[i].addr,

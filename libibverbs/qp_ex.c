@@ -165,6 +165,22 @@ static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 		w->invalidate_rkey = rkey;
 }
 
+/* wr_bind_mw builds a BIND_MW, its struct sr_bind_mw right after it. As
+ * in rdma-core, the window's rkey field is not changed: for a type 2 window
+ * the program keeps the rkey it chose. */
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+		       const struct ibv_mw_bind_info *info)
+{
+	struct srl_qp *q = lqp(qpx);
+	struct sr_bind_mw b;
+
+	if (!new_wr(qpx, IBV_WR_BIND_MW) || reserve(q, sizeof(b)))
+		return;
+	sr_bind_to_wire(&b, mw, rkey, info);
+	memcpy(q->wr + q->wrlen, &b, sizeof(b));
+	q->wrlen += sizeof(b);
+}
+
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t remote_qpn,
 			   uint32_t remote_qkey)
 {
@@ -185,6 +201,11 @@ static struct sr_send_wr *clear_data(struct srl_qp *q)
 
 	if (!w || q->wrerr)
 		return NULL;
+	/* A bind has no data to set. */
+	if (w->opcode == IBV_WR_BIND_MW) {
+		q->wrerr = EINVAL;
+		return NULL;
+	}
 	q->wrlen = q->last + sizeof(*w);
 	w->num_sge = 0;
 	w->inline_len = 0;
@@ -279,6 +300,7 @@ void sr_qp_ex_init(struct srl_qp *q)
 	x->comp_mask = 0;
 	x->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	x->wr_bind_mw = wr_bind_mw;
 	x->wr_local_inv = wr_local_inv;
 	x->wr_rdma_read = wr_rdma_read;
 	x->wr_rdma_write = wr_rdma_write;

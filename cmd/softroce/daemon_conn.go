@@ -29,6 +29,7 @@ type conn struct {
 	next  uint32 // last handle given out
 	pds   map[uint32]*verbsapi.PD
 	mrs   map[uint32]*connMR
+	mws   map[uint32]*verbsapi.MW
 	chans map[uint32]*connChan
 	cqs   map[uint32]*connCQ
 	qps   map[uint32]*connQP
@@ -69,9 +70,9 @@ type connSRQ struct {
 func newConn(d *daemon, uc *net.UnixConn) *conn {
 	return &conn{
 		d: d, w: newWire(uc), outFD: -1,
-		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, chans: map[uint32]*connChan{},
-		cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{}, srqs: map[uint32]*connSRQ{},
-		ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),
+		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, mws: map[uint32]*verbsapi.MW{},
+		chans: map[uint32]*connChan{}, cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{},
+		srqs: map[uint32]*connSRQ{}, ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),
 	}
 }
 
@@ -161,6 +162,10 @@ func (c *conn) call(r *request) syscall.Errno {
 		return c.deregMR(b)
 	case opReregMR:
 		return c.reregMR(b, r.fds)
+	case opAllocMW:
+		return c.allocMW(b)
+	case opDeallocMW:
+		return c.deallocMW(b)
 	case opCreateCompChannel:
 		return c.createCompChannel(b)
 	case opDestroyCompChannel:
@@ -215,7 +220,8 @@ func handleArg(b []byte) (uint32, bool) {
 }
 
 // cleanup destroys everything the connection still owns, children before
-// parents (QPs, SRQs, AHs, MRs, CQs, comp channels, PDs), so that a program
+// parents (QPs, SRQs, AHs, MWs, MRs, CQs, comp channels, PDs; windows
+// before regions, which cannot go while one is bound), so that a program
 // that died leaves the device as it found it. Errors are ignored: there is
 // nobody left to tell, and each object is tried regardless.
 func (c *conn) cleanup() {
@@ -234,6 +240,10 @@ func (c *conn) cleanup() {
 	for h, a := range c.ahs {
 		a.Destroy()
 		delete(c.ahs, h)
+	}
+	for h, w := range c.mws {
+		w.Dealloc()
+		delete(c.mws, h)
 	}
 	for h, m := range c.mrs {
 		if m.mr.Dereg() == nil {

@@ -89,7 +89,11 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 	}
 	b = b[sizePost:]
 	maxSGE, ok := walkWRs(b, nwr, sizeSendWR, func(r []byte) (uint64, uint64) {
-		return uint64(binary.LittleEndian.Uint32(r[24:])), uint64(binary.LittleEndian.Uint32(r[28:]))
+		extra := uint64(binary.LittleEndian.Uint32(r[28:]))
+		if binary.LittleEndian.Uint32(r[8:]) == uint32(verbsapi.WRBindMW) {
+			extra += sizeBindMW // struct sr_bind_mw follows
+		}
+		return uint64(binary.LittleEndian.Uint32(r[24:])), extra
 	})
 	if !ok {
 		return c.postFail(0, syscall.EINVAL)
@@ -106,12 +110,24 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
 		b = b[nsge*sizeSGE:]
 		inline := wr.Flags&verbsapi.SendInline != 0
+		bind := w.Opcode == uint32(verbsapi.WRBindMW)
 		switch {
 		case w.Opcode > 0xff:
+			return c.postFail(i, syscall.EINVAL)
+		case bind && (nsge > 0 || w.InlineLen > 0):
+			// A bind carries its struct sr_bind_mw and nothing else.
 			return c.postFail(i, syscall.EINVAL)
 		case w.InlineLen > 0 && !inline, inline && nsge > 0:
 			// The library gathers inline data itself: never both.
 			return c.postFail(i, syscall.EINVAL)
+		}
+		if bind {
+			ok := c.bindMW(wr, b)
+			b = b[sizeBindMW:]
+			if !ok {
+				return c.postFail(i, syscall.EINVAL)
+			}
+			inline = false // the engine ignores the flag on a bind
 		}
 		if inline {
 			wr.SGL, wr.Inline = nil, b[:w.InlineLen]

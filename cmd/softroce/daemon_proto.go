@@ -41,6 +41,9 @@ const (
 	opDeregMR = 31
 	opReregMR = 32
 
+	opAllocMW   = 35
+	opDeallocMW = 36
+
 	opCreateCompChannel  = 40
 	opDestroyCompChannel = 41
 	opGetCQEvent         = 42
@@ -139,6 +142,11 @@ type wireReregMR struct {
 	NPieces, Pad              uint32
 }
 
+// wireAllocMW is struct sr_alloc_mw: Type is enum ibv_mw_type.
+type wireAllocMW struct{ PD, Type uint32 }
+
+type wireMW struct{ Handle, RKey uint32 }
+
 type wireCreateCQ struct{ CQE, Channel, CompVector uint32 }
 
 type wireCQ struct{ Handle, CQE uint32 }
@@ -223,6 +231,15 @@ type wireSendWR struct {
 	AH, RemoteQPN, RemoteQKey, Pad2            uint32
 }
 
+// wireBindMW is struct sr_bind_mw, which follows a wireSendWR whose opcode
+// is IBV_WR_BIND_MW: the window by handle and by the rkey the program
+// knows, its new rkey, and the region by lkey.
+type wireBindMW struct {
+	MW, MWRKey, RKey, MRLKey uint32
+	Addr, Length             uint64
+	Access, Pad              uint32
+}
+
 type wireRecvWR struct {
 	WRID        uint64
 	NumSGE, Pad uint32
@@ -248,6 +265,7 @@ const (
 	sizeWC     = 48
 	sizeSGE    = 16
 	sizeSendWR = 80
+	sizeBindMW = 40
 	sizeRecvWR = 16
 	sizePost   = 8
 )
@@ -434,6 +452,15 @@ func getSendWR(b []byte) wireSendWR {
 		RemoteAddr: le.Uint64(b[32:]), RKey: le.Uint32(b[40:]),
 		CompareAdd: le.Uint64(b[48:]), Swap: le.Uint64(b[56:]),
 		AH: le.Uint32(b[64:]), RemoteQPN: le.Uint32(b[68:]), RemoteQKey: le.Uint32(b[72:]),
+	}
+}
+
+// getBindMW decodes one struct sr_bind_mw at b[0:40].
+func getBindMW(b []byte) wireBindMW {
+	le := binary.LittleEndian
+	return wireBindMW{
+		MW: le.Uint32(b[0:]), MWRKey: le.Uint32(b[4:]), RKey: le.Uint32(b[8:]), MRLKey: le.Uint32(b[12:]),
+		Addr: le.Uint64(b[16:]), Length: le.Uint64(b[24:]), Access: le.Uint32(b[32:]),
 	}
 }
 

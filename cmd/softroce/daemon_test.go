@@ -185,6 +185,7 @@ type testSendWR struct {
 	wireSendWR
 	sges   []wireSGE
 	inline []byte
+	bind   *wireBindMW // follows a BIND_MW
 }
 
 func sendBody(qp uint32, wrs ...testSendWR) []byte {
@@ -196,6 +197,9 @@ func sendBody(qp uint32, wrs ...testSendWR) []byte {
 			b = append(b, enc(s)...)
 		}
 		b = append(b, w.inline...)
+		if w.bind != nil {
+			b = append(b, enc(*w.bind)...)
+		}
 	}
 	return b
 }
@@ -347,14 +351,15 @@ var wireStructs = []struct {
 	{"sr_dev_entry", wireDevEntry{}}, {"sr_device_attr", wireDeviceAttr{}}, {"sr_port_attr", wirePortAttr{}},
 	{"sr_gid", wireGID{}}, {"sr_async_event", wireAsyncEvent{}},
 	{"sr_reg_mr", wireRegMR{}}, {"sr_mr_piece", wireMRPiece{}}, {"sr_mr", wireMR{}},
-	{"sr_rereg_mr", wireReregMR{}},
+	{"sr_rereg_mr", wireReregMR{}}, {"sr_alloc_mw", wireAllocMW{}}, {"sr_mw", wireMW{}},
 	{"sr_create_cq", wireCreateCQ{}}, {"sr_cq", wireCQ{}}, {"sr_resize_cq", wireResizeCQ{}},
 	{"sr_destroy_cq_resp", wireDestroyCQResp{}}, {"sr_poll_cq", wirePollCQ{}}, {"sr_wc", wireWC{}},
 	{"sr_req_notify", wireReqNotify{}}, {"sr_qp_cap", wireQPCap{}}, {"sr_create_qp", wireCreateQP{}},
 	{"sr_qp", wireQP{}}, {"sr_ah_attr", wireAHAttr{}}, {"sr_qp_attr", wireQPAttr{}},
 	{"sr_modify_qp", wireModifyQP{}}, {"sr_query_qp_resp", wireQueryQPResp{}},
 	{"sr_destroy_qp_resp", wireDestroyQPResp{}}, {"sr_post", wirePost{}}, {"sr_sge", wireSGE{}},
-	{"sr_send_wr", wireSendWR{}}, {"sr_recv_wr", wireRecvWR{}}, {"sr_post_resp", wirePostResp{}},
+	{"sr_send_wr", wireSendWR{}}, {"sr_bind_mw", wireBindMW{}}, {"sr_recv_wr", wireRecvWR{}},
+	{"sr_post_resp", wirePostResp{}},
 	{"sr_create_srq", wireCreateSRQ{}}, {"sr_srq", wireSRQ{}}, {"sr_modify_srq", wireModifySRQ{}},
 	{"sr_destroy_srq_resp", wireDestroySRQResp{}}, {"sr_create_ah", wireCreateAH{}},
 }
@@ -396,12 +401,15 @@ func TestWireStructSizes(t *testing.T) {
 	for _, n := range []struct{ got, want int }{
 		{sizeWC, binary.Size(wireWC{})}, {sizeSGE, binary.Size(wireSGE{})}, {sizeSendWR, binary.Size(wireSendWR{})},
 		{sizeRecvWR, binary.Size(wireRecvWR{})}, {sizePost, binary.Size(wirePost{})},
+		{sizeBindMW, binary.Size(wireBindMW{})},
 	} {
 		require.Equal(t, n.want, n.got)
 	}
 	wr := wireSendWR{WRID: 1, Opcode: 2, SendFlags: 3, ImmData: 4, InvalidateRKey: 5, NumSGE: 6, InlineLen: 7,
 		RemoteAddr: 8, RKey: 9, CompareAdd: 11, Swap: 12, AH: 13, RemoteQPN: 14, RemoteQKey: 15}
 	assert.Equal(t, wr, getSendWR(enc(wr)))
+	bind := wireBindMW{MW: 1, MWRKey: 2, RKey: 3, MRLKey: 4, Addr: 5 << 40, Length: 6, Access: 7}
+	assert.Equal(t, bind, getBindMW(enc(bind)))
 	assert.Equal(t, wireSGE{Addr: 1 << 40, Length: 2, LKey: 3}, getSGE(enc(wireSGE{Addr: 1 << 40, Length: 2, LKey: 3})))
 	assert.Equal(t, wireRecvWR{WRID: 7, NumSGE: 2}, getRecvWR(enc(wireRecvWR{WRID: 7, NumSGE: 2})))
 	w := &wire{out: nil}

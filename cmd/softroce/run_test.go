@@ -205,8 +205,8 @@ close 0
 // TestLibVerbs runs libibverbs/tests/verbs.c under softroce run: two contexts
 // on one device exercise every implemented verb end to end (PD, MR on shared
 // pages, CQ and completion channel, RC WRITE/READ/SEND/atomics, ibv_wr_*,
-// extended CQ polling, UD, SRQ and its limit event, rereg, fork); it exits 0
-// only when every check passed.
+// extended CQ polling, UD, SRQ and its limit event, rereg, memory windows,
+// fork); it exits 0 only when every check passed.
 func TestLibVerbs(t *testing.T) {
 	lib := buildLib(t)
 	out, err := exec.Command("make", "-C", lib, "tests/verbs").CombinedOutput()

@@ -5,7 +5,8 @@
  * inline SEND, FETCH_ADD and CMP_SWAP (checked in the target's memory: the
  * daemon works on the program's own pages), the ibv_wr_* API, the extended
  * CQ API, UD through an address handle, an SRQ and its limit event, registering stack memory,
- * ibv_rereg_mr, a QP's completions dropped when it goes to RESET, the
+ * ibv_rereg_mr, memory windows of both types, a QP's completions dropped
+ * when it goes to RESET, the
  * EOPNOTSUPP answers for what softroce lacks, and fork. Exits 0 when all pass;
  * cmd/softroce runs it against a daemon. */
 #include <arpa/inet.h>
@@ -661,6 +662,17 @@ static int test_rereg(void)
 	return 0;
 }
 
+/* reconnect takes a.qp and b.qp through RESET back to RTS, after an error. */
+static int reconnect(void)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+
+	CHECK(!ibv_modify_qp(a.qp, &at, IBV_QP_STATE), "a to RESET");
+	CHECK(!ibv_modify_qp(b.qp, &at, IBV_QP_STATE), "b to RESET");
+	CHECK(!connect_rc(a.qp, &a, b.qp, &b) && !connect_rc(b.qp, &b, a.qp, &a), "reconnect");
+	return 0;
+}
+
 /* test_rereg_pd: an MR moved to another PD is refused by a.qp (local
  * protection error on a.qp, which then goes through RESET back to RTS), and
  * moved back it works again. */
@@ -673,7 +685,6 @@ static int test_rereg_pd(void)
 		.send_flags = IBV_SEND_SIGNALED,
 		.wr.rdma = { (uintptr_t)b.buf + 3072, b.mr->rkey },
 	};
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
 	uint32_t lkey = a.mr->lkey, rkey = a.mr->rkey;
 	struct ibv_wc wc;
 
@@ -685,9 +696,8 @@ static int test_rereg_pd(void)
 	CHECK(!post1(a.qp, &wr), "post READ");
 	CHECK(!wait_wc(a.cq, &wc) && wc.status == IBV_WC_LOC_PROT_ERR,
 	      "READ into an MR of another PD: status %s", ibv_wc_status_str(wc.status));
-	CHECK(!ibv_modify_qp(a.qp, &at, IBV_QP_STATE), "a to RESET");
-	CHECK(!ibv_modify_qp(b.qp, &at, IBV_QP_STATE), "b to RESET");
-	CHECK(!connect_rc(a.qp, &a, b.qp, &b) && !connect_rc(b.qp, &b, a.qp, &a), "reconnect");
+	if (reconnect())
+		return -1;
 	CHECK(!ibv_rereg_mr(a.mr, IBV_REREG_MR_CHANGE_PD, a.pd, NULL, 0, 0), "rereg_mr back");
 	sge.lkey = a.mr->lkey;
 	snprintf(b.buf + 3072, 32, "read after the PD came back");
@@ -695,6 +705,104 @@ static int test_rereg_pd(void)
 	CHECK(!expect_wc(a.cq, 22, IBV_WC_RDMA_READ, &wc), "READ completion");
 	CHECK(!strcmp(a.buf + 3072, "read after the PD came back"), "got '%.32s'", a.buf + 3072);
 	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+	return 0;
+}
+
+/* test_mw: memory windows on a region of a's. A type 1 window bound by
+ * ibv_bind_mw (which gives it the next key) takes b's WRITE through its
+ * rkey, and keeps the region from being deregistered; a type 2 window is
+ * bound by ibv_wr_bind_mw, invalidated by LOCAL_INV and bound again by a
+ * BIND_MW posted with ibv_post_send; once the type 1 window is unbound, a
+ * WRITE through its key fails with a remote access error (the QPs are then
+ * reconnected). */
+static int test_mw(void)
+{
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	char *buf = calloc(1, 4096);
+	struct ibv_mr *mr = ibv_reg_mr(a.pd, buf, 4096, rw | IBV_ACCESS_MW_BIND);
+	struct ibv_mw *mw1 = ibv_alloc_mw(a.pd, IBV_MW_TYPE_1);
+	struct ibv_mw *mw2 = ibv_alloc_mw(a.pd, IBV_MW_TYPE_2);
+	struct ibv_mw_bind bind = {
+		.wr_id = 40, .send_flags = IBV_SEND_SIGNALED,
+		.bind_info = { mr, (uintptr_t)buf + 1024, 256, IBV_ACCESS_REMOTE_WRITE },
+	};
+	struct ibv_mw_bind_info info = { mr, (uintptr_t)buf + 2048, 128, IBV_ACCESS_REMOTE_WRITE };
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(a.qp);
+	struct ibv_send_wr wr = { .wr_id = 44, .opcode = IBV_WR_BIND_MW,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_sge sge = { (uintptr_t)b.buf + 1024, 8, b.mr->lkey };
+	struct ibv_send_wr wwr = {
+		.wr_id = 46, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_wc wc;
+	uint32_t key;
+
+	CHECK(buf && mr, "reg_mr with MW_BIND");
+	CHECK(mw1 && mw2, "alloc_mw");
+	CHECK(mw1->type == IBV_MW_TYPE_1 && mw2->type == IBV_MW_TYPE_2 && mw1->pd == a.pd &&
+	      mw1->context == a.ctx && mw1->rkey && mw2->rkey && mw1->rkey != mw2->rkey,
+	      "windows: types %d %d, rkeys %#x %#x", mw1->type, mw2->type, mw1->rkey, mw2->rkey);
+
+	/* Type 1: ibv_bind_mw. */
+	key = mw1->rkey;
+	CHECK(!ibv_bind_mw(a.qp, mw1, &bind), "bind_mw");
+	CHECK(mw1->rkey == ibv_inc_rkey(key), "rkey %#x after bind, was %#x", mw1->rkey, key);
+	if (expect_wc(a.cq, 40, IBV_WC_BIND_MW, &wc) ||
+	    write_from_b(41, (uintptr_t)buf + 1024 + 16, mw1->rkey, "through a type 1 window"))
+		return -1;
+	CHECK(!strcmp(buf + 1024 + 16, "through a type 1 window"), "got '%.32s'", buf + 1024 + 16);
+	CHECK(ibv_bind_mw(a.qp, mw2, &bind) == EINVAL, "bind_mw of a type 2 window");
+	CHECK(ibv_dereg_mr(mr) == EBUSY, "dereg_mr of a region under a window");
+
+	/* Type 2: ibv_wr_bind_mw, LOCAL_INV, then ibv_post_send. As with rxe,
+	 * the program keeps the key it gave the window in mw->rkey. */
+	key = ibv_inc_rkey(mw2->rkey);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 42;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(qpx, mw2, key, &info);
+	CHECK(!ibv_wr_complete(qpx), "wr_bind_mw");
+	if (expect_wc(a.cq, 42, IBV_WC_BIND_MW, &wc) ||
+	    write_from_b(43, (uintptr_t)buf + 2048, key, "through a type 2 window"))
+		return -1;
+	CHECK(!strcmp(buf + 2048, "through a type 2 window"), "got '%.32s'", buf + 2048);
+	mw2->rkey = key;
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = key;
+	CHECK(!post1(a.qp, &wr), "post LOCAL_INV");
+	if (expect_wc(a.cq, 44, IBV_WC_LOCAL_INV, &wc))
+		return -1;
+	wr.wr_id = 45;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = ibv_inc_rkey(key);
+	wr.bind_mw.bind_info = info;
+	wr.bind_mw.bind_info.addr = (uintptr_t)buf + 3072;
+	CHECK(!post1(a.qp, &wr), "post BIND_MW");
+	if (expect_wc(a.cq, 45, IBV_WC_BIND_MW, &wc) ||
+	    write_from_b(46, (uintptr_t)buf + 3072 + 8, wr.bind_mw.rkey, "bound again"))
+		return -1;
+	CHECK(!strcmp(buf + 3072 + 8, "bound again"), "got '%.32s'", buf + 3072 + 8);
+	CHECK(!ibv_dealloc_mw(mw2), "dealloc_mw type 2");
+
+	/* Unbind the type 1 window: its key then fails. */
+	bind = (struct ibv_mw_bind){ .wr_id = 47, .send_flags = IBV_SEND_SIGNALED };
+	CHECK(!ibv_bind_mw(a.qp, mw1, &bind), "unbind");
+	if (expect_wc(a.cq, 47, IBV_WC_BIND_MW, &wc))
+		return -1;
+	wwr.wr.rdma.remote_addr = (uintptr_t)buf + 1024;
+	wwr.wr.rdma.rkey = mw1->rkey;
+	memcpy(b.buf + 1024, "unbound", 8);
+	CHECK(!post1(b.qp, &wwr), "post WRITE");
+	CHECK(!wait_wc(b.cq, &wc) && wc.status == IBV_WC_REM_ACCESS_ERR,
+	      "WRITE through an unbound window: status %s", ibv_wc_status_str(wc.status));
+	CHECK(!buf[1024], "the unbound window was written: '%.8s'", buf + 1024);
+	if (reconnect())
+		return -1;
+	CHECK(!ibv_dealloc_mw(mw1), "dealloc_mw type 1");
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	free(buf);
 	return 0;
 }
 
@@ -754,11 +862,6 @@ static int test_unsupported(void)
 
 	errno = 0;
 	CHECK(!ibv_create_qp(a.pd, &qa) && errno == EOPNOTSUPP, "create RAW_PACKET QP");
-	errno = 0;
-	CHECK(!ibv_reg_mr(a.pd, a.buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) &&
-	      errno == EOPNOTSUPP, "reg_mr with MW_BIND");
-	errno = 0;
-	CHECK(!ibv_alloc_mw(a.pd, IBV_MW_TYPE_2) && errno == EOPNOTSUPP, "alloc_mw");
 	fd = dup(a.ctx->cmd_fd);
 	CHECK(fd >= 0, "dup cmd_fd");
 	errno = 0;
@@ -847,6 +950,7 @@ int main(void)
 	RUN(test_stack_mr());
 	RUN(test_rereg());
 	RUN(test_rereg_pd());
+	RUN(test_mw());
 	RUN(test_reset_cleans_cq());
 	RUN(test_unsupported());
 	RUN(test_errors());
