@@ -46,7 +46,8 @@ type linkFlags struct {
 	Link     string // "udp", "tap" or "mem"
 	Addr     string // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
 	PeerPort uint16 // udp: the port datagrams go to (0: 4791)
-	NoGSO    bool   // udp: no segmentation/receive offload (link.UDPOptions.NoGSO)
+	NoGSO    bool   // udp: no segmentation offload (link.UDPOptions.NoGSO)
+	GRO      bool   // udp: receive offload (link.UDPOptions.GRO)
 	Tap      string // tap: interface name ("" lets the kernel choose)
 	Pcap     string // capture file to write ("" none)
 	Fault    string // fault spec (fault.Parse grammar; "" none)
@@ -68,7 +69,8 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.StringVar(&lf.Link, "link", orDefault(def.Link, "mem"), "link to run the device on: udp (kernel UDP socket), tap (TAP interface, needs CAP_NET_ADMIN) or mem (in-process)")
 	fs.StringVar(&lf.Addr, "addr", def.Addr, "device address: IPv4 or IPv6, with a port for udp (127.0.0.2, [::1]:4792)")
 	fs.Uint16Var(&lf.PeerPort, "peer-port", def.PeerPort, "udp: UDP port to send to (0: 4791)")
-	fs.BoolVar(&lf.NoGSO, "no-gso", def.NoGSO, "udp: send and receive every datagram on its own (no UDP GSO/GRO)")
+	fs.BoolVar(&lf.NoGSO, "no-gso", def.NoGSO, "udp: send every datagram on its own (no UDP segmentation offload)")
+	fs.BoolVar(&lf.GRO, "gro", def.GRO, "udp: receive with UDP GRO (fewer system calls for bulk traffic, more latency on a busy machine)")
 	fs.StringVar(&lf.Tap, "tap", def.Tap, "tap: interface name (default: the kernel chooses)")
 	fs.StringVar(&lf.Pcap, "pcap", def.Pcap, "write the device's frames to this pcapng file")
 	fs.StringVar(&lf.Fault, "fault", def.Fault, `inject faults into sent frames, e.g. "loss=2%,reorder=1%" (keys: loss, dup, reorder, reorder_delay, corrupt, bits, delay, jitter, burst, seed)`)
@@ -216,7 +218,7 @@ func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, err
 		cl.add(b.Close)
 		l = a
 	case "udp":
-		u, err := link.ListenUDP(link.UDPOptions{Addr: ap, PeerPort: lf.PeerPort, MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: lf.NoGSO})
+		u, err := link.ListenUDP(link.UDPOptions{Addr: ap, PeerPort: lf.PeerPort, MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: lf.NoGSO, GRO: lf.GRO})
 		if err != nil {
 			return fail(err)
 		}

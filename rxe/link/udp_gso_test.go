@@ -81,10 +81,10 @@ func TestUDPRunFormation(t *testing.T) {
 // batches, so that the datagrams of one GRO message span several Recv
 // calls.
 func TestUDPLinkGSORuns(t *testing.T) {
-	for _, noGSO := range []bool{false, true} {
-		t.Run(fmt.Sprintf("NoGSO=%v", noGSO), func(t *testing.T) {
-			a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 24791), PeerPort: 24792, MTU: 9000, NoGSO: noGSO})
-			b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, 24792), MTU: 9000, NoGSO: noGSO})
+	for _, o := range []struct{ noGSO, gro bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("NoGSO=%v,GRO=%v", o.noGSO, o.gro), func(t *testing.T) {
+			a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 24791), PeerPort: 24792, MTU: 9000, NoGSO: o.noGSO, GRO: o.gro})
+			b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, 24792), MTU: 9000, NoGSO: o.noGSO, GRO: o.gro})
 			type spec struct{ n, tos, wantID int }
 			var specs []spec
 			for i := 0; i < 20; i++ { // 4116-byte packets: a run of 15, then one of 5
@@ -131,7 +131,7 @@ func TestUDPLinkGSORuns(t *testing.T) {
 				require.True(t, ok, "frame %d: ICRC", i)
 				assert.True(t, df)
 				wantID := specs[i].wantID
-				if noGSO {
+				if o.noGSO {
 					wantID = 0
 				}
 				assert.Equal(t, uint16(wantID), id, "frame %d: IPv4 ID the ICRC is right for", i)
