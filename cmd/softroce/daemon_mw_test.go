@@ -34,10 +34,7 @@ func (p *program) bindMW(id uint64, mw wireMW, mwRKey uint32, bind wireBindMW) u
 func TestDaemonMW(t *testing.T) {
 	d, sock := startTestDaemon(t, "10.0.0.9")
 	gid := gid1(t, d)
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := connectedPrograms(t, sock, gid)
 
 	const base = 0x7f0000300000
 	m := newMemfd(t, 4096)

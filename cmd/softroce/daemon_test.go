@@ -326,6 +326,17 @@ func startTestDaemon(t *testing.T, addr string) (*daemon, string) {
 	return d, sock
 }
 
+// connectedPrograms starts two programs on the daemon at sock, their RC QPs
+// connected to each other through the device's GID gid (loopback).
+func connectedPrograms(t *testing.T, sock string, gid [16]byte) (a, b *program) {
+	t.Helper()
+	a = newProgram(t, sock, 0x7f0000100000)
+	b = newProgram(t, sock, 0x7f0000200000)
+	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
+	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	return a, b
+}
+
 // connect moves an RC or UC QP to RTS, connected to remote on the daemon's
 // own GID (loopback).
 func connectQP(t *testing.T, c *testClient, qp, remote uint32, gid [16]byte) {
@@ -530,10 +541,7 @@ func requireNoResources(t *testing.T, d *daemon) {
 func TestDaemonRC(t *testing.T) {
 	d, sock := startTestDaemon(t, "10.0.0.9")
 	gid := gid1(t, d)
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := connectedPrograms(t, sock, gid)
 
 	// WRITE: b's bytes land in a's memfd.
 	copy(b.mem.mem[100:], "written by b")
@@ -648,10 +656,7 @@ func TestDaemonRC(t *testing.T) {
 func TestDaemonMRShared(t *testing.T) {
 	d, sock := startTestDaemon(t, "10.0.0.9")
 	gid := gid1(t, d)
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := connectedPrograms(t, sock, gid)
 
 	// [base+100, base+100+5000) covers two pages: the first from page 1
 	// of m1, the second from page 0 of m2.
@@ -764,10 +769,7 @@ func (p *program) writeTo(id, addr uint64, rkey uint32, off, n int) wireWC {
 func TestDaemonReregMR(t *testing.T) {
 	d, sock := startTestDaemon(t, "10.0.0.9")
 	gid := gid1(t, d)
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := connectedPrograms(t, sock, gid)
 
 	const (
 		base   = 0x7f0000300000
@@ -1052,10 +1054,7 @@ func TestDaemonCrashChild(t *testing.T) {
 	}
 	gid, err := netip.ParseAddr(os.Getenv(crashChildEnv + "_GID"))
 	require.NoError(t, err)
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid.As16())
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid.As16())
+	a, b := connectedPrograms(t, sock, gid.As16())
 	a.do(opAsyncFD, nil, nil)
 	var ch wireHandle
 	a.do(opCreateCompChannel, nil, &ch)
@@ -1089,10 +1088,7 @@ func TestDaemonCrash(t *testing.T) {
 	requireNoResources(t, d)
 
 	// Still serving: a new program works.
-	a := newProgram(t, sock, 0x7f0000100000)
-	b := newProgram(t, sock, 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid.As16())
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid.As16())
+	a, b := connectedPrograms(t, sock, gid.As16())
 	copy(b.mem.mem, "alive")
 	errno, _ := b.post(opPostSend, sendBody(b.qp.Handle, testSendWR{
 		wireSendWR: wireSendWR{WRID: 1, Opcode: uint32(verbsapi.WRWrite), SendFlags: wrSignal,
