@@ -150,39 +150,51 @@ func RecoverIPv4ID(f *packet.Frame) (id uint16, df bool, ok bool) {
 // xInv is x^-1 modulo the polynomial: (P(x) - 1) / x, reflected.
 var xInv = bits.Reverse32(0x04C11DB7>>1 | 1<<31)
 
-// xNeg8Table[k] is x^(-8 * 2^k) modulo the polynomial.
-var xNeg8Table = func() (t [32]uint32) {
-	p := uint32(1) << 31
-	for i := 0; i < 8; i++ {
-		p = multModP(p, xInv)
-	}
-	for k := range t {
-		t[k] = p
+// crcShift computes x^(8n) or x^(-8n) modulo the polynomial: the factor
+// that moves a CRC difference forward or back across n bytes. Lengths repeat
+// (MTU-sized packets), so it caches the last few.
+type crcShift struct {
+	table [32]uint32        // x^(±8 * 2^k)
+	cache [64]atomic.Uint64 // (n+1)<<32 | factor, for recently seen lengths
+}
+
+// newCRCShift returns the shifter whose one-byte step is step (x^8 or x^-8).
+func newCRCShift(step uint32) *crcShift {
+	s := &crcShift{}
+	for k, p := 0, step; k < len(s.table); k++ {
+		s.table[k] = p
 		p = multModP(p, p)
 	}
-	return t
-}()
+	return s
+}
 
-// xPowNeg8n returns x^(-8n): the factor that moves a CRC difference back
-// across n bytes. Lengths repeat (MTU-sized packets), so the last few are
-// cached.
-func xPowNeg8n(n int) uint32 {
-	slot := &shiftCache[n&(len(shiftCache)-1)]
+// pow returns the factor for n bytes.
+func (s *crcShift) pow(n int) uint32 {
+	slot := &s.cache[n&(len(s.cache)-1)]
 	if v := slot.Load(); v>>32 == uint64(n)+1 {
 		return uint32(v)
 	}
-	p := uint32(1) << 31
+	p := uint32(1) << 31 // x^0, reflected
 	for k, m := 0, n; m > 0; m, k = m>>1, k+1 {
 		if m&1 != 0 {
-			p = multModP(xNeg8Table[k&31], p)
+			p = multModP(s.table[k&31], p)
 		}
 	}
 	slot.Store((uint64(n)+1)<<32 | uint64(p))
 	return p
 }
 
-// shiftCache holds (n+1)<<32 | x^(-8n) for recently seen lengths.
-var shiftCache [64]atomic.Uint64
+// shiftBack moves a CRC difference back across bytes: x^(-8n).
+var shiftBack = newCRCShift(func() uint32 {
+	p := uint32(1) << 31
+	for i := 0; i < 8; i++ {
+		p = multModP(p, xInv)
+	}
+	return p
+}())
+
+// xPowNeg8n returns x^(-8n).
+func xPowNeg8n(n int) uint32 { return shiftBack.pow(n) }
 
 // idPivot is one step of the precomputed elimination over the ID columns.
 type idPivot struct {

@@ -3,8 +3,6 @@
 package link
 
 import (
-	"sync/atomic"
-
 	"github.com/softroce/softroce/packet"
 	"golang.org/x/sys/unix"
 )
@@ -110,32 +108,8 @@ func icrcIDShift(n int) uint32 {
 	return xPowPos8n(packet.IPv4Len - 8 + packet.UDPLen + n)
 }
 
-// xPos8Table[k] is x^(8 * 2^k) modulo the polynomial.
-var xPos8Table = func() (t [32]uint32) {
-	p := uint32(1) << (31 - 8) // x^8, reflected
-	for k := range t {
-		t[k] = p
-		p = multModP(p, p)
-	}
-	return t
-}()
+// shiftForward moves a CRC difference forward across bytes: x^(8n).
+var shiftForward = newCRCShift(1 << (31 - 8)) // x^8, reflected
 
-// xPowPos8n returns x^(8n): the factor that moves a CRC difference forward
-// across n bytes. Lengths repeat, so the last few are cached.
-func xPowPos8n(n int) uint32 {
-	slot := &posShiftCache[n&(len(posShiftCache)-1)]
-	if v := slot.Load(); v>>32 == uint64(n)+1 {
-		return uint32(v)
-	}
-	p := uint32(1) << 31 // x^0
-	for k, m := 0, n; m > 0; m, k = m>>1, k+1 {
-		if m&1 != 0 {
-			p = multModP(xPos8Table[k&31], p)
-		}
-	}
-	slot.Store((uint64(n)+1)<<32 | uint64(p))
-	return p
-}
-
-// posShiftCache holds (n+1)<<32 | x^(8n) for recently seen lengths.
-var posShiftCache [16]atomic.Uint64
+// xPowPos8n returns x^(8n).
+func xPowPos8n(n int) uint32 { return shiftForward.pow(n) }
