@@ -229,13 +229,18 @@ out:
 int sr_call_list(int fd, struct sr_dev_entry **out, int *n)
 {
 	const uint32_t max = 64;
+	struct sr_hello hello = { SR_PROTO_VERSION };
 	uint32_t got;
 	int err;
 
 	*out = malloc(max * sizeof(**out));
 	if (!*out)
 		return ENOMEM;
-	err = sr_call(fd, SR_OP_LIST, NULL, 0, NULL, 0, *out, max * sizeof(**out), &got, NULL);
+	err = sr_call(fd, SR_OP_LIST, &hello, sizeof(hello), NULL, 0, *out, max * sizeof(**out), &got, NULL);
+	if (err == EPROTONOSUPPORT)
+		fprintf(stderr, "softroce libibverbs: the daemon speaks another protocol version "
+			"than this library (%u): run a softroce and a libibverbs.so.1 built together\n",
+			SR_PROTO_VERSION);
 	if (!err && got % sizeof(**out))
 		err = EPROTO;
 	if (err) {

@@ -26,9 +26,15 @@
 #define SR_MAX_BODY (1u << 20) /* largest body either side accepts */
 #define SR_MAX_MR_PIECES 64    /* memfd pieces (and fds) per REG_MR */
 
+/* SR_PROTO_VERSION changes whenever a change here breaks either side. The
+ * library sends it with SR_OP_LIST (struct sr_hello); a daemon that speaks
+ * another version answers EPROTONOSUPPORT, so a stale daemon or library is
+ * named instead of misread. */
+#define SR_PROTO_VERSION 2
+
 enum sr_op {
 	/* queries: body struct sr_query */
-	SR_OP_LIST = 1,         /* (no body) -> n x struct sr_dev_entry */
+	SR_OP_LIST = 1,         /* struct sr_hello (or no body) -> n x struct sr_dev_entry */
 	SR_OP_QUERY_DEVICE = 2, /* -> struct sr_device_attr */
 	SR_OP_QUERY_PORT = 3,   /* port -> struct sr_port_attr */
 	SR_OP_QUERY_GID = 4,    /* port, index -> struct sr_gid */
@@ -84,6 +90,10 @@ struct sr_query {
 
 struct sr_handle {
 	uint32_t handle;
+} __attribute__((packed));
+
+struct sr_hello {
+	uint32_t version; /* SR_PROTO_VERSION */
 } __attribute__((packed));
 
 struct sr_dev_entry {

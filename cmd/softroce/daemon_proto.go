@@ -21,6 +21,9 @@ const (
 	srMaxBody     = 1 << 20    // largest body either side accepts
 	srMaxMRPieces = 64         // memfd pieces (and fds) per REG_MR
 	hdrSize       = 8          // struct sr_hdr
+	// srProtoVersion is SR_PROTO_VERSION: a LIST carrying another one is
+	// refused with EPROTONOSUPPORT.
+	srProtoVersion = 2
 )
 
 // Operations (enum sr_op).
@@ -81,6 +84,8 @@ const (
 )
 
 type wireHdr struct{ OpOrStatus, Len uint32 }
+
+type wireHello struct{ Version uint32 }
 
 type wireQuery struct{ Dev, Port, Index uint32 }
 

@@ -14,7 +14,15 @@ import (
 // also come without one.
 func (c *conn) query(op uint32, b []byte) syscall.Errno {
 	var q wireQuery
-	if !decode(b, &q) && !(op == opList && len(b) == 0) {
+	if op == opList {
+		var h wireHello
+		switch {
+		case decode(b, &h) && h.Version != srProtoVersion:
+			return syscall.EPROTONOSUPPORT
+		case len(b) != 0 && binary.Size(h) != len(b) && !decode(b, &q):
+			return syscall.EINVAL
+		}
+	} else if !decode(b, &q) {
 		return syscall.EINVAL
 	}
 	d := c.d

@@ -358,7 +358,7 @@ var wireStructs = []struct {
 	c string
 	v any
 }{
-	{"sr_hdr", wireHdr{}}, {"sr_query", wireQuery{}}, {"sr_handle", wireHandle{}},
+	{"sr_hdr", wireHdr{}}, {"sr_query", wireQuery{}}, {"sr_handle", wireHandle{}}, {"sr_hello", wireHello{}},
 	{"sr_dev_entry", wireDevEntry{}}, {"sr_device_attr", wireDeviceAttr{}}, {"sr_port_attr", wirePortAttr{}},
 	{"sr_gid", wireGID{}}, {"sr_async_event", wireAsyncEvent{}},
 	{"sr_reg_mr", wireRegMR{}}, {"sr_mr_piece", wireMRPiece{}}, {"sr_mr", wireMR{}},
@@ -447,6 +447,9 @@ func TestDaemonProtocol(t *testing.T) {
 	}{
 		{"list", opList, nil, 0, binary.Size(wireDevEntry{})},
 		{"list with query", opList, q(0, 0, 0), 0, binary.Size(wireDevEntry{})},
+		{"list, this version", opList, enc(wireHello{srProtoVersion}), 0, binary.Size(wireDevEntry{})},
+		{"list, another version", opList, enc(wireHello{srProtoVersion - 1}), syscall.EPROTONOSUPPORT, 0},
+		{"list, odd body", opList, []byte{1, 2}, syscall.EINVAL, 0},
 		{"device", opQueryDevice, q(0, 0, 0), 0, binary.Size(wireDeviceAttr{})},
 		{"port", opQueryPort, q(0, 1, 0), 0, binary.Size(wirePortAttr{})},
 		{"port 2", opQueryPort, q(0, 2, 0), syscall.EINVAL, 0},
