@@ -726,12 +726,10 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 // buffers first, each behind its own headroom.
 func (u *UDP) handOut(frames []Frame) int {
 	r := &u.rx
-	limit := len(frames)
-	if r.gro {
-		limit = min(limit, len(r.spare))
-	}
 	out, spare := 0, 0
-	for r.next < r.got && out < limit {
+	// A GRO datagram may take a spare buffer (datagram), so the spares
+	// bound the loop as much as the frames do.
+	for r.next < r.got && out < len(frames) && (!r.gro || spare < len(r.spare)) {
 		h := &r.hdrs[r.next]
 		n := int(h.Len)
 		if r.seg == 0 {
@@ -754,14 +752,22 @@ func (u *UDP) handOut(frames []Frame) int {
 		}
 		off := r.seg * stride
 		segLen := min(stride, n-off)
-		buf := r.bufs[r.next]
-		if r.gro {
-			buf = r.datagram(r.next, r.seg, stride, segLen, &spare)
-		}
+		msg, seg := r.next, r.seg
 		if r.seg++; off+segLen >= n {
 			r.next, r.seg = r.next+1, 0
 		}
-		if segLen > u.mtu-u.ipUDPLen() || headroom+segLen > len(buf) {
+		if segLen > u.mtu-u.ipUDPLen() {
+			// Longer than the link takes: dropped before it can use a
+			// spare buffer (a peer sending oversized GSO runs must not
+			// exhaust them).
+			u.stats.rxTruncated.Add(1)
+			continue
+		}
+		buf := r.bufs[msg]
+		if r.gro {
+			buf = r.datagram(msg, seg, stride, segLen, &spare)
+		}
+		if headroom+segLen > len(buf) {
 			u.stats.rxTruncated.Add(1)
 			continue
 		}

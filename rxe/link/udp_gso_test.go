@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/songgao/water"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/packet"
 )
@@ -287,4 +289,34 @@ func TestUDPLinkSendMoreThanABatch(t *testing.T) {
 		_, _, ok := RecoverIPv4ID(&f)
 		assert.True(t, ok, "frame %d: ICRC", i)
 	}
+}
+
+// A peer sending GSO runs of datagrams longer than the link's MTU to a GRO
+// link gets them dropped and counted; they must not use up the spare
+// buffers (an index past their end panicked) nor hide the frames after them.
+func TestUDPGROOversizeRuns(t *testing.T) {
+	b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, 24796), MTU: 1024, GRO: true})
+	a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 24797), PeerPort: 24796, MTU: 1024})
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(udpB, 24796)))
+	require.NoError(t, err)
+	defer c.Close()
+	raw, err := c.SyscallConn()
+	require.NoError(t, err)
+	var serr error
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT, 2000)
+	}))
+	if serr != nil {
+		t.Skipf("no UDP_SEGMENT: %v", serr)
+	}
+	for i := 0; i < 4; i++ {
+		_, err := c.Write(make([]byte, 2000*32))
+		require.NoError(t, err)
+	}
+	f := udpFrame(t, a, udpB, 100, 1, 0, 64)
+	_, err = a.Send([]Frame{{Data: f}})
+	require.NoError(t, err)
+	got := recvN(t, b, 1)
+	require.Len(t, got, 1)
+	assert.Equal(t, uint64(4*32), b.Stats().RxTruncated)
 }
