@@ -89,15 +89,9 @@ func (d *Device) RegMR(pd *PD, buf []byte, access qp.Access) (*MR, error) {
 	if err := d.checkPD(pd); err != nil {
 		return nil, fmt.Errorf("reg mr: %w", err)
 	}
-	if len(buf) == 0 {
-		return nil, fmt.Errorf("reg mr in pd %d: empty buffer: %w", pd.handle, ErrInvalid)
-	}
-	if bad := access &^ (mrAccessMask | accessOptional); bad != 0 {
-		return nil, fmt.Errorf("reg mr in pd %d: unsupported access flags %#x: %w", pd.handle, uint32(bad), ErrInvalid)
-	}
-	access &= mrAccessMask
-	if access&(qp.AccessRemoteWrite|qp.AccessRemoteAtomic) != 0 && access&qp.AccessLocalWrite == 0 {
-		return nil, fmt.Errorf("reg mr in pd %d: remote write or atomic access needs local write: %w", pd.handle, ErrInvalid)
+	access, err := checkMR(buf, access)
+	if err != nil {
+		return nil, fmt.Errorf("reg mr in pd %d: %w", pd.handle, err)
 	}
 	index, err := d.allocMRIndex()
 	if err != nil {
@@ -108,13 +102,36 @@ func (d *Device) RegMR(pd *PD, buf []byte, access qp.Access) (*MR, error) {
 		index: index, access: access, valid: true, handle: d.nextHandle(),
 	}
 	m.lkey = index<<8 | uint32(d.keyByte(index))
-	if access&(qp.AccessRemoteWrite|qp.AccessRemoteRead|qp.AccessRemoteAtomic) != 0 {
-		m.rkey = m.lkey
-	}
+	m.rkey = remoteKey(m.lkey, access)
 	d.mrs[index].mr = m
 	d.mrCount++
 	pd.users++
 	return m, nil
+}
+
+// checkMR checks a registration's buffer and access flags and returns the
+// access the region keeps (optional flags dropped, as a provider may).
+func checkMR(buf []byte, access qp.Access) (qp.Access, error) {
+	if len(buf) == 0 {
+		return 0, fmt.Errorf("empty buffer: %w", ErrInvalid)
+	}
+	if bad := access &^ (mrAccessMask | accessOptional); bad != 0 {
+		return 0, fmt.Errorf("unsupported access flags %#x: %w", uint32(bad), ErrInvalid)
+	}
+	access &= mrAccessMask
+	if access&(qp.AccessRemoteWrite|qp.AccessRemoteAtomic) != 0 && access&qp.AccessLocalWrite == 0 {
+		return 0, fmt.Errorf("remote write or atomic access needs local write: %w", ErrInvalid)
+	}
+	return access, nil
+}
+
+// remoteKey is the rkey a region with access has: its lkey with any remote
+// access, else 0 (rxe hands out the lkey either way; the device refuses it).
+func remoteKey(lkey uint32, access qp.Access) uint32 {
+	if access&(qp.AccessRemoteWrite|qp.AccessRemoteRead|qp.AccessRemoteAtomic) != 0 {
+		return lkey
+	}
+	return 0
 }
 
 // keyByte draws a random key byte different from the last one used at index.

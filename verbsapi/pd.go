@@ -204,3 +204,23 @@ func (a *AH) Destroy() error {
 	a.pd.ctx.mu.Unlock()
 	return nil
 }
+
+// Rereg changes the region in place (ibv_rereg_mr): it moves to pd, covers
+// buf at iova (a nil buf keeps the memory) and gets access, keeping its keys
+// so that a peer's rkey reaches the new registration, in one step.
+func (m *MR) Rereg(pd *PD, buf []byte, iova uint64, access Access) error {
+	if pd == nil {
+		pd = m.pd
+	}
+	if err := m.pd.ctx.dev.ReregMR(m.mr, pd.pd, buf, iova, access); err != nil {
+		return err
+	}
+	if pd != m.pd {
+		m.pd.ctx.mu.Lock()
+		delete(m.pd.mrs, m)
+		pd.mrs[m] = struct{}{}
+		m.pd.ctx.mu.Unlock()
+		m.pd = pd
+	}
+	return nil
+}
