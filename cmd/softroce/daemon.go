@@ -15,9 +15,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/verbsapi"
 )
@@ -102,6 +104,9 @@ type daemon struct {
 	wg      sync.WaitGroup
 
 	owners owners
+	// mrBytes counts the bytes of all connections' region mappings, up
+	// to maxDaemonMRBytes (daemon_mrlimit.go).
+	mrBytes atomic.Uint64
 }
 
 // startDaemon opens the device and starts serving it on path. A socket file
@@ -118,6 +123,13 @@ func startDaemon(lf linkFlags, name, path string) (*daemon, error) {
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
+		closeDev()
+		return nil, fmt.Errorf("daemon socket: %w", err)
+	}
+	// Only the daemon's user may connect: the daemon acts for whoever
+	// does, on its device and with its memory.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
 		closeDev()
 		return nil, fmt.Errorf("daemon socket: %w", err)
 	}
@@ -152,6 +164,10 @@ func (d *daemon) accept() {
 		if err != nil {
 			return
 		}
+		if !peerAllowed(c.(*net.UnixConn)) {
+			c.Close()
+			continue
+		}
 		d.mu.Lock()
 		if d.closing {
 			d.mu.Unlock()
@@ -171,3 +187,26 @@ func (d *daemon) accept() {
 		}()
 	}
 }
+
+// peerAllowed reports whether the process at the other end of c runs as
+// the daemon's user or as root, the users the socket's mode lets in: a
+// socket file made more open, or one passed on, must not let another user
+// have the daemon act for them. The library checks the daemon the same way.
+func peerAllowed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil || err != nil {
+		return false
+	}
+	return uidAllowed(cred.Uid, uint32(os.Getuid()))
+}
+
+// uidAllowed reports whether a peer running as uid may use a daemon
+// running as self.
+func uidAllowed(uid, self uint32) bool { return uid == self || uid == 0 }

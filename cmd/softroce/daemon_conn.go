@@ -36,6 +36,9 @@ type conn struct {
 	srqs  map[uint32]*connSRQ
 	ahs   map[uint32]*verbsapi.AH
 	async eventQueue[wireAsyncEvent]
+	// mrBytes counts the bytes of the connection's region mappings, up
+	// to maxConnMRBytes (daemon_mrlimit.go).
+	mrBytes uint64
 
 	// Scratch for the data path, reused from call to call.
 	wcs    []verbsapi.WC

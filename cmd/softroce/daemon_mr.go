@@ -7,6 +7,7 @@ package main
 // land in the program's memory, and atomics are atomic for both.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -25,11 +26,18 @@ type mrMapping struct {
 	base unsafe.Pointer // the whole page-rounded range
 	size uintptr
 	buf  []byte // exactly [addr, addr+length) of the program's region
+	// owner is the connection whose cap counts the mapping (mapRegion),
+	// nil for none.
+	owner *conn
 }
 
+// unmap unmaps the range and gives its bytes back to the owner's cap.
 func (m *mrMapping) unmap() {
 	if m.base != nil {
 		unix.MunmapPtr(m.base, m.size)
+		if m.owner != nil {
+			m.owner.releaseMR(uint64(m.size))
+		}
 		m.base, m.buf = nil, nil
 	}
 }
@@ -73,15 +81,18 @@ func checkPieces(r *wireRegMR, pieces []wireMRPiece, nfds int) (start, end uint6
 }
 
 // mapPieces maps the pieces side by side into a fresh range. A piece must
-// lie within its file: touching a page past the end of a file raises SIGBUS,
-// which would kill the daemon. For the same reason it seals the files
-// against shrinking where the library allowed sealing.
+// lie within its file, and the file must stay that long: touching a page
+// past the end of a file raises SIGBUS, which would kill the daemon and
+// every program it serves. Hence checkPieceFile before the size check.
 func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error) {
 	start, end, err := checkPieces(r, pieces, len(fds))
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range pieces {
+		if err := checkPieceFile(fds[i]); err != nil {
+			return nil, fmt.Errorf("piece %d: %w", i, err)
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fds[i], &st); err != nil {
 			return nil, fmt.Errorf("piece %d: %w", i, err)
@@ -89,7 +100,6 @@ func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error
 		if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) < p.Offset+p.Len {
 			return nil, fmt.Errorf("piece %d: [%d, %d) is not within its file", i, p.Offset, p.Offset+p.Len)
 		}
-		unix.FcntlInt(uintptr(fds[i]), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK) // best effort
 	}
 	m := &mrMapping{size: uintptr(end - start)}
 	m.base, err = unix.MmapPtr(-1, 0, nil, m.size, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
@@ -113,6 +123,38 @@ func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error
 	return m, nil
 }
 
+// errBadPieceFile refuses a piece whose file the daemon cannot trust to
+// stay mapped without faulting.
+var errBadPieceFile = errors.New("not a memfd sealed against shrinking")
+
+// checkPieceFile makes sure the file behind fd can never fault the daemon's
+// mapping: it must be on tmpfs (a memfd: hugetlbfs raises SIGBUS when huge
+// pages run out, FUSE or NFS can hang the daemon) and sealed with
+// F_SEAL_SHRINK, which the daemon adds itself. A memfd made without
+// MFD_ALLOW_SEALING, or another tmpfs file, cannot take the seal and is
+// refused: its owner could ftruncate it under the daemon's feet. The
+// library makes its memfds with MFD_ALLOW_SEALING.
+func checkPieceFile(fd int) error {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return fmt.Errorf("file system %#x: %w", fs.Type, errBadPieceFile)
+	}
+	// Adding fails when sealing is not allowed (or the seals are sealed);
+	// what counts is whether the seal is there afterwards.
+	unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return fmt.Errorf("get seals: %w: %w", err, errBadPieceFile)
+	}
+	if seals&unix.F_SEAL_SHRINK == 0 {
+		return fmt.Errorf("seals %#x: %w", seals, errBadPieceFile)
+	}
+	return nil
+}
+
 // Sizes of the MR records on the wire (proto.h).
 const (
 	sizeRegMR   = 40 // struct sr_reg_mr
@@ -130,18 +172,6 @@ func decodePieces(b []byte, n uint32) ([]wireMRPiece, bool) {
 		decode(b[i*sizeMRPiece:(i+1)*sizeMRPiece], &pieces[i])
 	}
 	return pieces, true
-}
-
-// mapRegion maps a region the library sent, within the device's MR size.
-func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, syscall.Errno) {
-	if r.Length > c.d.ctx.QueryDevice().MaxMRSize {
-		return nil, syscall.EINVAL
-	}
-	m, err := mapPieces(r, pieces, fds)
-	if err != nil {
-		return nil, syscall.EINVAL
-	}
-	return m, 0
 }
 
 // putMR answers with the MR's keys. The rkey is the lkey even when the MR

@@ -46,12 +46,19 @@ func (c *conn) deallocMW(b []byte) syscall.Errno {
 	return 0
 }
 
-// bindMW fills wr's bind part from the struct sr_bind_mw at b. The window
-// must be one of the connection's: the device itself names it by rkey and
-// checks that key, the QP's PD and the region when the bind runs.
+// bindMW fills wr's bind part from the struct sr_bind_mw at b. The device
+// names the window by its rkey, and windows are the device's, not the
+// connection's: so the rkey must be that of the window the handle names,
+// one of the connection's, or a program could bind another program's
+// window by guessing its key. The check is on the window's index (the
+// rkey's upper 24 bits), which no bind changes: the key byte may lawfully
+// differ from the device's at post time, when binds of the window are
+// still queued ahead of this one, and the device checks the whole key
+// when the bind runs.
 func (c *conn) bindMW(wr *verbsapi.SendWR, b []byte) bool {
 	w := getBindMW(b)
-	if c.mws[w.MW] == nil {
+	mw := c.mws[w.MW]
+	if mw == nil || w.MWRKey>>8 != mw.RKey()>>8 {
 		return false
 	}
 	wr.BindMW = verbsapi.BindMWInfo{MWRKey: w.MWRKey, RKey: w.RKey}

@@ -76,12 +76,20 @@ func TestDaemonMW(t *testing.T) {
 		Addr: base, Length: 64, Access: uint32(verbsapi.AccessRemoteWrite)}
 	unknown := good
 	unknown.MW = 999
+	otherKey := good
+	otherKey.MWRKey = w2.RKey
+	var bw wireMW
+	b.do(opAllocMW, enc(wireAllocMW{PD: b.pd, Type: uint32(verbsapi.MWType1)}), &bw)
+	othersKey := good
+	othersKey.MWRKey = bw.RKey
 	bindWR := wireSendWR{WRID: 9, Opcode: uint32(verbsapi.WRBindMW), SendFlags: wrSignal}
 	for _, tc := range []struct {
 		name string
 		wr   testSendWR
 	}{
 		{"unknown window", testSendWR{wireSendWR: bindWR, bind: &unknown}},
+		{"the rkey of another window", testSendWR{wireSendWR: bindWR, bind: &otherKey}},
+		{"the rkey of another program's window", testSendWR{wireSendWR: bindWR, bind: &othersKey}},
 		{"bind with an sge", testSendWR{wireSendWR: bindWR, sges: []wireSGE{a.sge(0, 8)}, bind: &good}},
 	} {
 		errno, bad := a.post(opPostSend, sendBody(a.qp.Handle, tc.wr))
@@ -90,6 +98,7 @@ func TestDaemonMW(t *testing.T) {
 	}
 	errno, _ = a.post(opPostSend, sendBody(a.qp.Handle, testSendWR{wireSendWR: bindWR, bind: &good})[:sizePost+sizeSendWR+8])
 	assert.Equal(t, syscall.EINVAL, errno, "truncated struct sr_bind_mw")
+	b.do(opDeallocMW, enc(wireHandle{bw.Handle}), nil)
 
 	// Type 1: [base+1024, +256), remote write.
 	k1 := a.bindMW(1, w1, w1.RKey, wireBindMW{MRLKey: mr.LKey, Addr: base + 1024, Length: 256,

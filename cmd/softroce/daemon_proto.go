@@ -292,10 +292,12 @@ var errBodyTooLong = errors.New("request body exceeds SR_MAX_BODY")
 // request is one call as read off the socket. fds are the descriptors that
 // came with it; whoever handles the request owns (and closes) them.
 type request struct {
-	op        uint32
-	body      []byte
-	fds       []int
-	truncated bool // more descriptors were sent than we take
+	op   uint32
+	body []byte
+	fds  []int
+	// truncated refuses the request: more descriptors were sent than it
+	// may carry, or some came with its body rather than its header.
+	truncated bool
 }
 
 // wire is one connection's framing: buffers reused from call to call so that
@@ -311,12 +313,13 @@ func newWire(uc *net.UnixConn) *wire {
 	return &wire{uc: uc, oob: make([]byte, syscall.CmsgSpace(4*srMaxMRPieces)), out: make([]byte, hdrSize, 4096)}
 }
 
-// readFull reads len(p) bytes, gathering any descriptors sent along.
-func (w *wire) readFull(p []byte, r *request) error {
+// readFull reads len(p) bytes, gathering any descriptors sent along; with
+// header false they are unwelcome (see collect).
+func (w *wire) readFull(p []byte, r *request, header bool) error {
 	for got := 0; got < len(p); {
 		n, oobn, flags, _, err := w.uc.ReadMsgUnix(p[got:], w.oob)
 		if oobn > 0 {
-			r.collect(w.oob[:oobn])
+			r.collect(w.oob[:oobn], header)
 		}
 		if flags&syscall.MSG_CTRUNC != 0 {
 			r.truncated = true
@@ -332,8 +335,13 @@ func (w *wire) readFull(p []byte, r *request) error {
 	return nil
 }
 
-// collect takes the descriptors of SCM_RIGHTS messages.
-func (r *request) collect(oob []byte) {
+// collect takes the descriptors of SCM_RIGHTS messages. The library sends a
+// request's descriptors with its header, at most srMaxMRPieces: any beyond
+// those, or any arriving with the body, are closed at once and refuse the
+// request. Kept until the request ends, they would let a client that
+// drips a body a byte at a time, each with a full load of descriptors,
+// run the daemon out of them.
+func (r *request) collect(oob []byte, header bool) {
 	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
 		r.truncated = true
@@ -344,10 +352,14 @@ func (r *request) collect(oob []byte) {
 		if err != nil {
 			continue
 		}
-		r.fds = append(r.fds, fds...)
-	}
-	if len(r.fds) > srMaxMRPieces {
-		r.truncated = true
+		for _, fd := range fds {
+			if !header || len(r.fds) >= srMaxMRPieces {
+				syscall.Close(fd)
+				r.truncated = true
+				continue
+			}
+			r.fds = append(r.fds, fd)
+		}
 	}
 }
 
@@ -365,7 +377,7 @@ func (r *request) closeFDs() {
 func (w *wire) read(r *request) error {
 	r.fds, r.truncated = r.fds[:0], false
 	var hdr [hdrSize]byte
-	if err := w.readFull(hdr[:], r); err != nil {
+	if err := w.readFull(hdr[:], r, true); err != nil {
 		r.closeFDs()
 		return err
 	}
@@ -379,7 +391,7 @@ func (w *wire) read(r *request) error {
 		w.in = make([]byte, n)
 	}
 	r.body = w.in[:n]
-	if err := w.readFull(r.body, r); err != nil {
+	if err := w.readFull(r.body, r, false); err != nil {
 		r.closeFDs()
 		return err
 	}
