@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"syscall"
 	"unsafe"
 
@@ -270,42 +269,15 @@ func (c *conn) reregMR(b []byte, fds []int) syscall.Errno {
 	} else if r.NPieces != 0 || len(fds) != 0 {
 		return syscall.EINVAL
 	}
-	mr, err := rekeyMR(cm.mr, pd, mem.buf, iova, access)
-	if mr == nil {
-		// Lost: the old registration could not come back (the device
-		// gave its key's index away meanwhile).
-		fmt.Fprintf(os.Stderr, "softroce daemon: %v\n", err)
-		cm.mem.unmap()
-		delete(c.mrs, r.Handle)
-	} else if err == nil {
+	// One step on the device, keys kept (rxe's rereg): no packet finds the
+	// region missing, and on failure it is as it was.
+	err := cm.mr.Rereg(pd, mem.buf, iova, access)
+	if err == nil {
 		cm.mem, mem = mem, cm.mem
-		cm.mr = mr
-		c.putMR(r.Handle, mr)
-	} else {
-		cm.mr = mr // the old registration, back under its key
+		c.putMR(r.Handle, cm.mr)
 	}
 	if mem != cm.mem {
 		mem.unmap() // the replaced mapping, or the one that was not used
 	}
 	return errnoOf(err)
-}
-
-// rekeyMR deregisters old and registers buf at iova in pd with access under
-// old's key (lkey, and rkey with remote access). If that fails it registers
-// old's buffer again as it was, under the same key, and returns that MR with
-// the error; nil only if even that failed and the region is lost.
-func rekeyMR(old *verbsapi.MR, pd *verbsapi.PD, buf []byte, iova uint64, access verbsapi.Access) (*verbsapi.MR, error) {
-	key, oldPD, oldBuf, oldIOVA, oldAccess := old.LKey(), old.PD(), old.Bytes(), old.Addr(), old.Access()
-	if err := old.Dereg(); err != nil {
-		return old, fmt.Errorf("rereg mr %#x: %w", key, err)
-	}
-	mr, err := pd.RegMRKey(buf, iova, key, access)
-	if err == nil {
-		return mr, nil
-	}
-	back, berr := oldPD.RegMRKey(oldBuf, oldIOVA, key, oldAccess)
-	if berr != nil {
-		return nil, fmt.Errorf("rereg mr %#x: %w, and restoring it: %w", key, err, berr)
-	}
-	return back, fmt.Errorf("rereg mr %#x: %w", key, err)
 }
