@@ -69,7 +69,7 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 	struct sr_handle h = { ah->handle };
 	int err = sr_ctx_call(ah->context, SR_OP_DESTROY_AH, &h, sizeof(h), NULL, 0);
 
-	if (err)
+	if (err && !sr_ctx_gone(ah->context, err))
 		return errno = err, err;
 	free(ah);
 	return 0;

@@ -31,10 +31,12 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 	c->ch.fd = fd;
 	c->ch.refcnt = 0;
 	c->handle = h.handle;
+	sr_chan_link(ctx, c);
 	return &c->ch;
 }
 
-/* ibv_destroy_comp_channel fails with EBUSY while a CQ uses the channel. */
+/* ibv_destroy_comp_channel fails with EBUSY while a CQ uses the channel;
+ * once the daemon is gone it only frees the channel. */
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
 	struct srl_chan *c = (struct srl_chan *)channel;
@@ -49,18 +51,18 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	}
 	err = sr_ctx_call(ctx, SR_OP_DESTROY_COMP_CHANNEL, &h, sizeof(h), NULL, 0);
 	pthread_mutex_unlock(&ctx->mutex);
-	if (err)
+	if (err && !sr_ctx_gone(ctx, err))
 		return errno = err, err;
+	sr_chan_unlink(ctx, c);
 	close(channel->fd);
 	free(c);
 	return 0;
 }
 
 /* sr_take_event waits for (or, on a non-blocking fd, checks for) one event
- * on a daemon eventfd. Whatever the fd's mode, one read takes one event:
- * anything beyond one is written back, so that a counting eventfd behaves
- * like the semaphore one the daemon is meant to give. Returns 0 or -1 with
- * errno set (EAGAIN when the fd is non-blocking and empty). */
+ * on a daemon eventfd. The daemon's eventfds are EFD_SEMAPHORE ones, so one
+ * read takes exactly one event. Returns 0 or -1 with errno set (EAGAIN when
+ * the fd is non-blocking and empty). */
 int sr_take_event(int fd)
 {
 	uint64_t v;
@@ -74,16 +76,13 @@ int sr_take_event(int fd)
 			errno = EIO;
 		return -1;
 	}
-	if (v > 1) {
-		v -= 1;
-		if (write(fd, &v, sizeof(v)) != sizeof(v))
-			return -1;
-	}
 	return 0;
 }
 
 /* ibv_get_cq_event blocks on the eventfd without holding any lock, then asks
- * the daemon which CQ fired. */
+ * the daemon which CQ fired. When the daemon is gone (ctx.c wakes every
+ * channel then) it fails, and leaves the fd readable so that every later
+ * call, and poll(), also see the end at once, as with a removed device. */
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
 {
 	struct srl_chan *c = (struct srl_chan *)channel;
@@ -99,6 +98,12 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 		if (err == EAGAIN)
 			continue; /* counted but not queued yet: wait again */
 		if (err) {
+			if (sr_ctx_gone(channel->context, err)) {
+				uint64_t one = 1;
+				ssize_t n = write(channel->fd, &one, sizeof(one));
+
+				(void)n;
+			}
 			errno = err;
 			return -1;
 		}

@@ -27,7 +27,31 @@ static void socket_path(char *buf, size_t len)
 		snprintf(buf, len, "/tmp/softroce-%u.sock", (unsigned)getuid());
 }
 
-/* sr_connect returns a connected socket, or -1 with errno set. */
+/* peer_trusted: the daemon must run as this user or as root. Anyone can
+ * create /tmp/softroce-UID.sock first, and the daemon sees the program's
+ * memory and moves its data: a socket of another user is refused. */
+static int peer_trusted(int fd, const char *path)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr)) {
+		if (getenv("SOFTROCE_DEBUG"))
+			fprintf(stderr, "softroce libibverbs: %s: no peer credentials: %s\n",
+				path, strerror(errno));
+		return 0;
+	}
+	if (cr.uid == getuid() || cr.uid == 0)
+		return 1;
+	if (getenv("SOFTROCE_DEBUG"))
+		fprintf(stderr, "softroce libibverbs: %s: the daemon runs as uid %u, "
+			"not as this user (%u) or root: refused\n",
+			path, (unsigned)cr.uid, (unsigned)getuid());
+	return 0;
+}
+
+/* sr_connect returns a connected socket, or -1 with errno set
+ * (ECONNREFUSED for a daemon of another user). */
 int sr_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -44,6 +68,11 @@ int sr_connect(void)
 				sa.sun_path, strerror(err));
 		close(fd);
 		errno = err;
+		return -1;
+	}
+	if (!peer_trusted(fd, sa.sun_path)) {
+		close(fd);
+		errno = ECONNREFUSED;
 		return -1;
 	}
 	return fd;
@@ -190,14 +219,19 @@ int sr_call(int fd, uint32_t op, const void *body, uint32_t len,
 		*got = 0;
 	if (fd_out)
 		*fd_out = -1;
+	if (nfds < 0 || nfds > SR_MAX_MR_PIECES)
+		return EINVAL; /* before a byte is sent: the stream stays whole */
 	err = send_request(fd, op, body, len, fds, nfds);
 	if (!err)
 		err = recv_full(fd, &h, sizeof(h), &rfd);
 	if (err)
-		goto out;
+		goto broken;
 	if (h.len > SR_MAX_BODY) {
-		err = EPROTO; /* the stream cannot be trusted any more */
-		goto out;
+		if (getenv("SOFTROCE_DEBUG"))
+			fprintf(stderr, "softroce libibverbs: an answer of %u bytes (op %u): "
+				"the stream is lost\n", h.len, op);
+		err = EPROTO;
+		goto broken;
 	}
 	if (got)
 		ok = h.len <= outlen;
@@ -205,16 +239,23 @@ int sr_call(int fd, uint32_t op, const void *body, uint32_t len,
 		ok = h.len == outlen || (h.op_or_status && h.len == 0);
 	if (!ok) {
 		err = discard(fd, h.len, &rfd);
-		if (!err)
-			err = EPROTO;
+		if (err)
+			goto broken;
+		err = EPROTO;
 		goto out;
 	}
 	err = recv_full(fd, out, h.len, &rfd);
 	if (err)
-		goto out;
+		goto broken;
 	if (got)
 		*got = h.len;
 	err = h.op_or_status;
+	goto out;
+broken:
+	/* A transfer cut short leaves the stream out of step: what follows
+	 * would be read as the wrong answer. Shut the socket down, so that
+	 * every later call is EPIPE and the context reports the device dead. */
+	shutdown(fd, SHUT_RDWR);
 out:
 	if (rfd >= 0) {
 		if (fd_out && !err)

@@ -35,12 +35,15 @@ struct sr_context {
 	pthread_mutex_t objs_lock; /* objs: handle -> CQ, QP, SRQ for events */
 	struct sr_obj *objs;
 	int nobjs, capobjs;
+	struct srl_chan *chans;    /* under lock: woken when the daemon dies */
 };
 
-/* srl_chan: a completion channel; fd is the daemon's eventfd. */
+/* srl_chan: a completion channel; fd is the daemon's eventfd. next links
+ * the context's channels, so that a dead daemon can wake their waiters. */
 struct srl_chan {
 	struct ibv_comp_channel ch;
 	uint32_t handle;
+	struct srl_chan *next;
 };
 
 #define SRL_CQ_BATCH 16
@@ -65,6 +68,7 @@ struct srl_cq {
 struct srl_qp {
 	struct ibv_qp_ex qpx;
 	uint32_t max_inline;
+	uint32_t max_send_sge;
 	char *wr;            /* struct sr_post, then WRs as proto.h lays them out */
 	size_t wrlen, wrcap;
 	size_t last;         /* offset of the last struct sr_send_wr, 0 if none */
@@ -99,6 +103,13 @@ int sr_ctx_call(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t
 int sr_ctx_callx(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t len,
 		 const int *fds, int nfds, void *out, uint32_t outlen,
 		 uint32_t *got, int *fd_out);
+/* sr_ctx_gone: err (from a call on ctx) means the daemon is gone. Destroy
+ * verbs then free the object locally and succeed, as after the removal of
+ * a kernel device: the daemon has dropped everything the context owned. */
+int sr_ctx_gone(struct ibv_context *ctx, int err);
+/* sr_chan_link and sr_chan_unlink keep ctx's list of channels. */
+void sr_chan_link(struct ibv_context *ctx, struct srl_chan *ch);
+void sr_chan_unlink(struct ibv_context *ctx, struct srl_chan *ch);
 /* sr_ctx_query makes one of the query calls (body struct sr_query). */
 int sr_ctx_query(struct ibv_context *ctx, uint32_t op, uint32_t port,
 		 uint32_t index, void *out, uint32_t outlen);

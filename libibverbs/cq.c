@@ -12,9 +12,9 @@
 			    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
 			    IBV_WC_EX_WITH_DLID_PATH_BITS)
 
+/* wc_from_wire sets every field of wc (no memset: this is the data path). */
 static void wc_from_wire(struct ibv_wc *wc, const struct sr_wc *w)
 {
-	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = w->wr_id;
 	wc->status = w->status;
 	wc->opcode = w->opcode;
@@ -50,12 +50,19 @@ static int poll_wire(struct ibv_cq *cq, struct sr_wc *out, uint32_t max)
 	return got / sizeof(*out);
 }
 
+/* The wire's completion is as big as struct ibv_wc (a fixed ABI), so
+ * sr_poll_cq receives the daemon's straight into the caller's array and
+ * decodes each in place. */
+#define POLL_BATCH 64 /* completions asked of the daemon per call */
+
+_Static_assert(sizeof(struct sr_wc) == sizeof(struct ibv_wc),
+	       "struct sr_wc and struct ibv_wc differ in size");
+
 /* sr_poll_cq is ibv_poll_cq: completions in the cache first,
  * then the daemon's, in batches. Returns the number, or -1 (errno set). */
 int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct srl_cq *cq = to_lcq(ibcq);
-	struct sr_wc buf[64];
 	int done = 0, n, i;
 
 	pthread_mutex_lock(&cq->poll_lock);
@@ -67,9 +74,9 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	while (done < num_entries) {
 		int want = num_entries - done;
 
-		if (want > (int)(sizeof(buf) / sizeof(buf[0])))
-			want = sizeof(buf) / sizeof(buf[0]);
-		n = poll_wire(ibcq, buf, want);
+		if (want > POLL_BATCH)
+			want = POLL_BATCH;
+		n = poll_wire(ibcq, (struct sr_wc *)&wc[done], want);
 		if (n < 0) {
 			pthread_mutex_unlock(&cq->poll_lock);
 			if (done)
@@ -77,8 +84,12 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 			errno = -n;
 			return -1;
 		}
-		for (i = 0; i < n; i++)
-			wc_from_wire(&wc[done++], &buf[i]);
+		for (i = 0; i < n; i++, done++) {
+			struct sr_wc w;
+
+			memcpy(&w, &wc[done], sizeof(w));
+			wc_from_wire(&wc[done], &w);
+		}
 		if (n < want)
 			break;
 	}
@@ -374,10 +385,15 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	int err;
 
 	err = sr_ctx_call(ctx, SR_OP_DESTROY_CQ, &h, sizeof(h), &resp, sizeof(resp));
-	if (err)
+	if (err && !sr_ctx_gone(ctx, err))
 		return errno = err, err;
-	sr_wait_events(&cq->mutex, &cq->cond, &cq->comp_events_completed, resp.comp_events);
-	sr_wait_events(&cq->mutex, &cq->cond, &cq->async_events_completed, resp.async_events);
+	/* A dead daemon reports no counts: nothing more will come. */
+	if (!err) {
+		sr_wait_events(&cq->mutex, &cq->cond, &cq->comp_events_completed,
+			       resp.comp_events);
+		sr_wait_events(&cq->mutex, &cq->cond, &cq->async_events_completed,
+			       resp.async_events);
+	}
 	sr_obj_del(ctx, SR_ELEM_CQ, cq->handle);
 	if (channel) {
 		pthread_mutex_lock(&ctx->mutex);

@@ -4,10 +4,29 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "context.h"
 #include "proto.h"
+
+/* wake makes an eventfd readable once more. */
+static void wake(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+
+	(void)n;
+}
+
+/* shut_down: the socket reads EOF, which after EPROTO means sr_call found
+ * the stream misaligned and shut it down (or the daemon went away). */
+static int shut_down(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
 
 /* sr_ctx_callx: see context.h. */
 int sr_ctx_callx(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t len,
@@ -15,23 +34,63 @@ int sr_ctx_callx(struct ibv_context *ctx, uint32_t op, const void *body, uint32_
 		 uint32_t *got, int *fd_out)
 {
 	struct sr_context *c = to_sr(ctx);
+	struct srl_chan *ch;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
 	err = sr_call(ctx->cmd_fd, op, body, len, fds, nfds, out, outlen, got, fd_out);
-	if (err == EPIPE && !c->dead) {
-		uint64_t one = 1;
-		ssize_t n;
-
+	if (!c->dead && (err == EPIPE || (err == EPROTO && shut_down(ctx->cmd_fd)))) {
 		/* The device is gone: wake ibv_get_async_event, which then
 		 * reports IBV_EVENT_DEVICE_FATAL, as the kernel does when a
-		 * device is removed. */
+		 * device is removed, and every thread blocked in
+		 * ibv_get_cq_event, whose GET_CQ_EVENT then fails. */
 		c->dead = 1;
-		n = write(ctx->async_fd, &one, sizeof(one));
-		(void)n;
+		wake(ctx->async_fd);
+		for (ch = c->chans; ch; ch = ch->next)
+			wake(ch->ch.fd);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+int sr_ctx_gone(struct ibv_context *ctx, int err)
+{
+	struct sr_context *c = to_sr(ctx);
+	int dead;
+
+	if (err != EPIPE && err != EPROTO)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	dead = c->dead;
+	pthread_mutex_unlock(&c->lock);
+	return dead;
+}
+
+void sr_chan_link(struct ibv_context *ctx, struct srl_chan *ch)
+{
+	struct sr_context *c = to_sr(ctx);
+
+	pthread_mutex_lock(&c->lock);
+	ch->next = c->chans;
+	c->chans = ch;
+	/* Dead since the channel was made: its waiters must not block. */
+	if (c->dead)
+		wake(ch->ch.fd);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sr_chan_unlink(struct ibv_context *ctx, struct srl_chan *ch)
+{
+	struct sr_context *c = to_sr(ctx);
+	struct srl_chan **pp;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->chans; *pp; pp = &(*pp)->next)
+		if (*pp == ch) {
+			*pp = ch->next;
+			break;
+		}
+	pthread_mutex_unlock(&c->lock);
 }
 
 int sr_ctx_call(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t len,

@@ -635,7 +635,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	struct sr_handle h = { mr->handle };
 	int err = sr_ctx_call(mr->context, SR_OP_DEREG_MR, &h, sizeof(h), NULL, 0);
 
-	if (err)
+	if (err && !sr_ctx_gone(mr->context, err))
 		return errno = err, err;
 	pthread_mutex_lock(&mr_lock);
 	unlink_mr(m);

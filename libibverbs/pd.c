@@ -35,7 +35,7 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	struct sr_handle h = { pd->handle };
 	int err = sr_ctx_call(pd->context, SR_OP_DEALLOC_PD, &h, sizeof(h), NULL, 0);
 
-	if (err)
+	if (err && !sr_ctx_gone(pd->context, err))
 		return errno = err, err;
 	free(pd);
 	return 0;
@@ -73,7 +73,7 @@ int sr_dealloc_mw(struct ibv_mw *mw)
 	struct sr_handle h = { mw->handle };
 	int err = sr_ctx_call(mw->context, SR_OP_DEALLOC_MW, &h, sizeof(h), NULL, 0);
 
-	if (err)
+	if (err && !sr_ctx_gone(mw->context, err))
 		return errno = err, err;
 	free(mw);
 	return 0;

@@ -84,6 +84,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	}
 	cap_from_wire(&attr->cap, &resp.cap);
 	q->max_inline = resp.cap.max_inline_data;
+	q->max_send_sge = resp.cap.max_send_sge;
 	qp = &q->qpx.qp_base;
 	qp->context = ctx;
 	qp->qp_context = attr->qp_context;
@@ -218,15 +219,6 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 	cap_from_wire(&init_attr->cap, &resp.init.cap);
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
-	/* A QP in RESET has no completions left (sr_cq_clean). */
-	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
-		if (qp->send_cq)
-			err = sr_cq_clean(qp->send_cq, qp->qp_num);
-		if (!err && qp->recv_cq && qp->recv_cq != qp->send_cq)
-			err = sr_cq_clean(qp->recv_cq, qp->qp_num);
-		if (err)
-			return errno = err, err;
-	}
 	return 0;
 }
 
@@ -240,9 +232,12 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	int err;
 
 	err = sr_ctx_call(qp->context, SR_OP_DESTROY_QP, &h, sizeof(h), &resp, sizeof(resp));
-	if (err)
+	if (err && !sr_ctx_gone(qp->context, err))
 		return errno = err, err;
-	sr_wait_events(&qp->mutex, &qp->cond, &qp->events_completed, resp.events_reported);
+	/* A dead daemon reports no count: nothing more will come. */
+	if (!err)
+		sr_wait_events(&qp->mutex, &qp->cond, &qp->events_completed,
+			       resp.events_reported);
 	sr_obj_del(qp->context, SR_ELEM_QP, qp->handle);
 	free(q->wr);
 	free(q);
@@ -343,9 +338,14 @@ int sr_post_call(struct ibv_context *ctx, uint32_t op, const void *body, size_t 
 	return err;
 }
 
+/* POST_STACK: a post body up to this size (a few WRs) is built on the
+ * stack; only longer lists pay for a malloc. */
+#define POST_STACK 2048
+
 int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
 	struct srl_qp *q = to_lqp(qp);
+	char stack[POST_STACK] __attribute__((aligned(8)));
 	int err = 0, size_err;
 
 	while (wr) {
@@ -380,7 +380,7 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 			err = size_err;
 			goto fail_at;
 		}
-		buf = malloc(len);
+		buf = len <= sizeof(stack) ? stack : malloc(len);
 		if (!buf) {
 			err = ENOMEM;
 			goto fail_at;
@@ -424,7 +424,8 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 			}
 		}
 		err = sr_post_call(qp->context, SR_OP_POST_SEND, buf, len, &bad);
-		free(buf);
+		if (buf != stack)
+			free(buf);
 		if (err) {
 			for (; bad > 0 && wr->next; bad--)
 				wr = wr->next;
@@ -446,6 +447,7 @@ fail_at:
 int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 		      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
+	char stack[POST_STACK] __attribute__((aligned(8)));
 	int err = 0, size_err;
 
 	while (wr) {
@@ -473,7 +475,7 @@ int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 			err = size_err;
 			goto fail_at;
 		}
-		buf = malloc(len);
+		buf = len <= sizeof(stack) ? stack : malloc(len);
 		if (!buf) {
 			err = ENOMEM;
 			goto fail_at;
@@ -498,7 +500,8 @@ int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 			}
 		}
 		err = sr_post_call(ctx, op, buf, len, &bad);
-		free(buf);
+		if (buf != stack)
+			free(buf);
 		if (err) {
 			for (; bad > 0 && wr->next; bad--)
 				wr = wr->next;

@@ -3,6 +3,7 @@
  * wr_complete sends it, wr_abort drops it. As in rdma-core, the first error
  * is remembered and returned by wr_complete, and nothing is posted then. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +20,9 @@ static int reserve(struct srl_qp *q, size_t n)
 	size_t cap;
 	char *p;
 
-	if (q->wrlen + n <= q->wrcap)
+	if (q->wrlen <= q->wrcap && n <= q->wrcap - q->wrlen)
 		return 0;
-	if (q->wrlen + n > SR_MAX_BODY) {
+	if (n > SR_MAX_BODY - q->wrlen) {
 		q->wrerr = q->wrerr ? q->wrerr : ENOMEM;
 		return -1;
 	}
@@ -218,7 +219,14 @@ static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge, const struct 
 	struct sr_send_wr *w = clear_data(q);
 	size_t i;
 
-	if (!w || reserve(q, num_sge * sizeof(struct sr_sge)))
+	if (!w)
+		return;
+	/* Checked before the multiplication, which could wrap. */
+	if (num_sge > q->max_send_sge || num_sge > SR_MAX_BODY / sizeof(struct sr_sge)) {
+		q->wrerr = EINVAL;
+		return;
+	}
+	if (reserve(q, num_sge * sizeof(struct sr_sge)))
 		return;
 	w = (struct sr_send_wr *)(q->wr + q->last);
 	w->send_flags &= ~IBV_SEND_INLINE;
@@ -247,8 +255,13 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 
 	if (!w)
 		return;
-	for (i = 0; i < num_buf; i++)
+	for (i = 0; i < num_buf; i++) {
+		if (bufs[i].length > SIZE_MAX - total) {
+			q->wrerr = EINVAL; /* the sum would wrap */
+			return;
+		}
 		total += bufs[i].length;
+	}
 	if (total > q->max_inline) {
 		q->wrerr = ENOSPC;
 		return;

@@ -70,9 +70,12 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 	int err;
 
 	err = sr_ctx_call(srq->context, SR_OP_DESTROY_SRQ, &h, sizeof(h), &resp, sizeof(resp));
-	if (err)
+	if (err && !sr_ctx_gone(srq->context, err))
 		return errno = err, err;
-	sr_wait_events(&srq->mutex, &srq->cond, &srq->events_completed, resp.events_reported);
+	/* A dead daemon reports no count: nothing more will come. */
+	if (!err)
+		sr_wait_events(&srq->mutex, &srq->cond, &srq->events_completed,
+			       resp.events_reported);
 	sr_obj_del(srq->context, SR_ELEM_SRQ, srq->handle);
 	free(srq);
 	return 0;

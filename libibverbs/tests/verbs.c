@@ -6,21 +6,33 @@
  * daemon works on the program's own pages), the ibv_wr_* API, the extended
  * CQ API, UD through an address handle, an SRQ and its limit event, registering stack memory,
  * ibv_rereg_mr, memory windows of both types, a QP's completions dropped
- * when it goes to RESET, the
+ * when it goes to RESET, ibv_wr_* lists whose size would wrap, a daemon of
+ * another user refused, a context whose daemon is gone (a blocked
+ * ibv_get_cq_event wakes, destroys succeed), an answer that breaks the
+ * framing, the
  * EOPNOTSUPP answers for what softroce lacks, and fork. Exits 0 when all pass;
  * cmd/softroce runs it against a daemon. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "../proto.h" /* test_misframed plays a daemon */
 
 #define BUF 8192
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -395,6 +407,49 @@ static int test_wr_api(void)
 	ibv_wr_start(qpx);
 	ibv_wr_send(qpx);
 	ibv_wr_abort(qpx);
+	return 0;
+}
+
+/* test_wr_overflow: an SGE list longer than the QP allows and inline
+ * buffers whose lengths sum past SIZE_MAX fail with EINVAL at wr_complete,
+ * without the library reading past the caller's arrays. */
+static int test_wr_overflow(void)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(a.qp);
+	struct ibv_data_buf bufs[2] = {
+		{ a.buf, SIZE_MAX / 2 + 1 }, { a.buf, SIZE_MAX / 2 + 1 },
+	};
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge *sges;
+	uint32_t i, n;
+	int err;
+
+	CHECK(!ibv_query_qp(a.qp, &qa, IBV_QP_CAP, &ia), "query_qp");
+	n = ia.cap.max_send_sge + 1;
+	sges = calloc(n, sizeof(*sges));
+	CHECK(sges, "calloc");
+	for (i = 0; i < n; i++)
+		sges[i] = (struct ibv_sge){ (uintptr_t)a.buf, 8, a.mr->lkey };
+	ibv_wr_start(qpx);
+	qpx->wr_id = 30;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, b.mr->rkey, (uintptr_t)b.buf + 3072);
+	ibv_wr_set_sge_list(qpx, n, sges);
+	err = ibv_wr_complete(qpx);
+	free(sges);
+	CHECK(err == EINVAL, "%u SGEs (max_send_sge %u): wr_complete %d", n,
+	      ia.cap.max_send_sge, err);
+	ibv_wr_start(qpx);
+	ibv_wr_rdma_write(qpx, b.mr->rkey, (uintptr_t)b.buf + 3072);
+	ibv_wr_set_sge_list(qpx, SIZE_MAX / 8 + 1, NULL); /* the product wraps */
+	err = ibv_wr_complete(qpx);
+	CHECK(err == EINVAL, "SIZE_MAX / 8 + 1 SGEs: wr_complete %d", err);
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_set_inline_data_list(qpx, 2, bufs); /* the sum wraps to 0 */
+	err = ibv_wr_complete(qpx);
+	CHECK(err == EINVAL, "inline lengths summing past SIZE_MAX: wr_complete %d", err);
 	return 0;
 }
 
@@ -850,6 +905,290 @@ out:
 	return rc;
 }
 
+/* test_peer_cred: a socket whose listener runs as another user (not root)
+ * is refused: whoever creates /tmp/softroce-UID.sock first must not get
+ * the program's verbs. Needs root, to listen as nobody. */
+static int test_peer_cred(void)
+{
+	const char *env = getenv("SOFTROCE_SOCKET");
+	char *saved = env ? strdup(env) : NULL;
+	char dir[] = "/tmp/softroce-peer-XXXXXX", path[108], c;
+	struct ibv_device **l = NULL;
+	int p[2] = { -1, -1 }, num = -1, err = 0, rc = -1;
+	pid_t pid = -1;
+
+	if (getuid() != 0) {
+		printf("(not root: test_peer_cred skipped) ");
+		free(saved);
+		return 0;
+	}
+	if (!mkdtemp(dir) || chmod(dir, 0777) || pipe(p)) {
+		fprintf(stderr, "FAIL test_peer_cred setup: %s\n", strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/s.sock", dir);
+	pid = fork();
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(1);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 4) ||
+		    write(p[1], "x", 1) != 1)
+			_exit(1);
+		/* Hang up on whoever connects: a library that talks to this
+		 * daemon anyway fails (EPIPE) instead of waiting forever. */
+		for (;;) {
+			int cfd = accept(fd, NULL, NULL);
+
+			if (cfd >= 0)
+				close(cfd);
+		}
+	}
+	close(p[1]);
+	p[1] = -1;
+	if (pid < 0 || read(p[0], &c, 1) != 1) {
+		fprintf(stderr, "FAIL test_peer_cred: no listener as nobody\n");
+		goto out;
+	}
+	setenv("SOFTROCE_SOCKET", path, 1);
+	errno = 0;
+	l = ibv_get_device_list(&num);
+	err = errno;
+	if (l || err != ECONNREFUSED) {
+		fprintf(stderr, "FAIL test_peer_cred: a daemon of uid 65534 gave %d devices "
+			"(errno %s), want ECONNREFUSED\n", num, strerror(err));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (saved)
+		setenv("SOFTROCE_SOCKET", saved, 1);
+	else
+		unsetenv("SOFTROCE_SOCKET");
+	free(saved);
+	if (l)
+		ibv_free_device_list(l);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	unlink(path);
+	rmdir(dir);
+	if (rc)
+		failures++;
+	return rc;
+}
+
+static void *cq_waiter(void *arg)
+{
+	struct ibv_cq *cq;
+	void *cq_context;
+
+	return (void *)(intptr_t)ibv_get_cq_event(arg, &cq, &cq_context);
+}
+
+/* test_daemon_gone: a context whose daemon goes away (its socket shut
+ * down, as when the daemon dies) wakes a thread blocked in
+ * ibv_get_cq_event, which fails, as every later one does; the async fd
+ * reports IBV_EVENT_DEVICE_FATAL; and every destroy frees its object and
+ * succeeds, as after a kernel device's removal. */
+static int test_daemon_gone(void)
+{
+	struct ibv_context *ctx = ibv_open_device(dev);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_ah_attr aa = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .dgid = a.gid, .sgid_index = a.gid_index, .hop_limit = 1 },
+	};
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_comp_channel *ch;
+	struct ibv_async_event ev;
+	struct ibv_device_attr da;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq, *got;
+	struct ibv_qp *qp;
+	struct ibv_srq *srq;
+	struct ibv_mw *mw;
+	struct ibv_ah *ah;
+	struct timespec ts;
+	static char buf[4096];
+	void *ret, *cq_context;
+	pthread_t th;
+
+	CHECK(ctx, "ibv_open_device");
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd, "alloc_pd");
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), ACCESS);
+	ch = ibv_create_comp_channel(ctx);
+	CHECK(mr && ch, "reg_mr, create_comp_channel");
+	cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	CHECK(cq, "create_cq");
+	CHECK(!ibv_req_notify_cq(cq, 0), "req_notify_cq");
+	qa.send_cq = qa.recv_cq = cq;
+	qp = ibv_create_qp(pd, &qa);
+	srq = ibv_create_srq(pd, &sa);
+	mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	ah = ibv_create_ah(pd, &aa);
+	CHECK(qp && srq && mw && ah, "create qp %p srq %p mw %p ah %p",
+	      (void *)qp, (void *)srq, (void *)mw, (void *)ah);
+	CHECK(!pthread_create(&th, NULL, cq_waiter, ch), "pthread_create");
+	CHECK(!shutdown(ctx->cmd_fd, SHUT_RDWR), "shutdown");
+	CHECK(ibv_query_device(ctx, &da) == EPIPE, "query_device after the daemon went");
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	CHECK(!pthread_timedjoin_np(th, &ret, &ts), "ibv_get_cq_event still blocked");
+	CHECK((intptr_t)ret == -1, "ibv_get_cq_event returned %d", (int)(intptr_t)ret);
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &got, &cq_context) == -1 && errno == EPIPE,
+	      "a later ibv_get_cq_event");
+	CHECK(!ibv_get_async_event(ctx, &ev), "get_async_event");
+	CHECK(ev.event_type == IBV_EVENT_DEVICE_FATAL, "event %s",
+	      ibv_event_type_str(ev.event_type));
+	ibv_ack_async_event(&ev);
+	CHECK(!ibv_destroy_ah(ah), "destroy_ah");
+	CHECK(!ibv_dealloc_mw(mw), "dealloc_mw");
+	CHECK(!ibv_destroy_qp(qp), "destroy_qp");
+	CHECK(!ibv_destroy_srq(srq), "destroy_srq");
+	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
+	CHECK(!ibv_destroy_comp_channel(ch), "destroy_comp_channel");
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+	CHECK(!ibv_close_device(ctx), "close_device");
+	return 0;
+}
+
+/* fake_answer reads one request on fd and answers it with hdr and, if
+ * pass_fd >= 0, that fd; 0 or -1. */
+static int fake_answer(int fd, struct sr_hdr hdr, int pass_fd, uint32_t *op)
+{
+	char body[256], cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &hdr, sizeof(hdr) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct sr_hdr req;
+
+	if (recv(fd, &req, sizeof(req), MSG_WAITALL) != sizeof(req) || req.len > sizeof(body) ||
+	    (req.len && recv(fd, body, req.len, MSG_WAITALL) != (ssize_t)req.len))
+		return -1;
+	*op = req.op_or_status;
+	if (pass_fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	return sendmsg(fd, &m, MSG_NOSIGNAL) == sizeof(hdr) ? 0 : -1;
+}
+
+/* fake_daemon serves one context: its async eventfd, then an answer
+ * longer than SR_MAX_BODY followed by bytes that, read as the next
+ * answer, would be a success with no body. */
+static void fake_daemon(int lfd)
+{
+	struct sr_hdr ok = { 0, 0 }, huge = { 0, SR_MAX_BODY + 1 };
+	int fd = accept(lfd, NULL, NULL), efd = eventfd(0, EFD_SEMAPHORE);
+	uint32_t op;
+	char b;
+
+	if (fd < 0 || efd < 0 || fake_answer(fd, ok, efd, &op) || op != SR_OP_ASYNC_FD ||
+	    fake_answer(fd, huge, -1, &op))
+		_exit(1);
+	/* The library may have hung up already: that is what it should do. */
+	if (send(fd, &ok, sizeof(ok), MSG_NOSIGNAL) < 0 &&
+	    errno != EPIPE && errno != ECONNRESET)
+		_exit(1);
+	while (recv(fd, &b, 1, 0) > 0)
+		;
+	_exit(0);
+}
+
+/* test_misframed: after an answer too long to follow, the library shuts
+ * the socket down instead of reading on out of step: that call is EPROTO,
+ * every later one EPIPE, and the device reports IBV_EVENT_DEVICE_FATAL. */
+static int test_misframed(void)
+{
+	const char *env = getenv("SOFTROCE_SOCKET");
+	char *saved = env ? strdup(env) : NULL;
+	char dir[] = "/tmp/softroce-frame-XXXXXX", path[108];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ibv_context *ctx = NULL;
+	struct ibv_device_attr da;
+	struct ibv_async_event ev;
+	int lfd = -1, err1 = 0, err2 = 0, st = 0, rc = -1;
+	pid_t pid = -1;
+
+	if (!mkdtemp(dir)) {
+		fprintf(stderr, "FAIL test_misframed: mkdtemp: %s\n", strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/s.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1)) {
+		fprintf(stderr, "FAIL test_misframed: listen: %s\n", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid == 0)
+		fake_daemon(lfd);
+	setenv("SOFTROCE_SOCKET", path, 1);
+	ctx = ibv_open_device(dev);
+	if (saved)
+		setenv("SOFTROCE_SOCKET", saved, 1);
+	else
+		unsetenv("SOFTROCE_SOCKET");
+	if (pid < 0 || !ctx) {
+		fprintf(stderr, "FAIL test_misframed: open on the fake daemon: %s\n",
+			strerror(errno));
+		goto out;
+	}
+	err1 = ibv_query_device(ctx, &da);
+	err2 = ibv_query_device(ctx, &da);
+	if (err1 != EPROTO || err2 != EPIPE) {
+		fprintf(stderr, "FAIL test_misframed: query_device gave %s then %s, "
+			"want EPROTO then EPIPE\n", strerror(err1), strerror(err2));
+		goto out;
+	}
+	if (ibv_get_async_event(ctx, &ev) || ev.event_type != IBV_EVENT_DEVICE_FATAL) {
+		fprintf(stderr, "FAIL test_misframed: no IBV_EVENT_DEVICE_FATAL\n");
+		goto out;
+	}
+	ibv_ack_async_event(&ev);
+	rc = 0;
+out:
+	if (ctx && ibv_close_device(ctx))
+		rc = -1;
+	if (pid > 0 && (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))) {
+		fprintf(stderr, "FAIL test_misframed: fake daemon status %d\n", st);
+		rc = -1;
+	}
+	if (lfd >= 0)
+		close(lfd);
+	free(saved);
+	unlink(path);
+	rmdir(dir);
+	if (rc)
+		failures++;
+	return rc;
+}
+
 /* test_unsupported: what softroce lacks fails with EOPNOTSUPP, which
  * programs (and pyverbs) take for "not supported", never ENOSYS. */
 static int test_unsupported(void)
@@ -944,6 +1283,7 @@ int main(void)
 	RUN(test_inline());
 	RUN(test_atomics());
 	RUN(test_wr_api());
+	RUN(test_wr_overflow());
 	RUN(test_query_qp());
 	RUN(test_ud());
 	RUN(test_srq());
@@ -952,6 +1292,9 @@ int main(void)
 	RUN(test_rereg_pd());
 	RUN(test_mw());
 	RUN(test_reset_cleans_cq());
+	RUN(test_peer_cred());
+	RUN(test_daemon_gone());
+	RUN(test_misframed());
 	RUN(test_unsupported());
 	RUN(test_errors());
 	RUN(test_fork());
