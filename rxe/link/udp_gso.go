@@ -67,9 +67,16 @@ func maxRunSegs(seg, ipLen int) int {
 }
 
 // icrcAdjustCache holds the ICRC corrections (icrcIDColumn moved by
-// icrcIDShift) for one packet length, the one last asked for: runs are
-// mostly of one length, so each correction is computed once.
+// icrcIDShift) for the two packet lengths last asked for: a run is of one
+// length but may end with a shorter packet, which must not evict the run's
+// corrections before the next run of that length.
 type icrcAdjustCache struct {
+	e    [2]icrcAdjustLen
+	last int // the entry used last
+}
+
+// icrcAdjustLen is the corrections for one packet length.
+type icrcAdjustLen struct {
 	n     int
 	shift uint32
 	have  uint64 // bit id: adj[id] is valid
@@ -80,14 +87,20 @@ type icrcAdjustCache struct {
 // bytes (ICRC excluded), computed for ID 0, for it to be right with ID id
 // (< maxGSOSegs).
 func (c *icrcAdjustCache) get(id, n int) uint32 {
-	if c.n != n || c.have == 0 {
-		c.n, c.shift, c.have = n, icrcIDShift(n), 0
+	i := c.last
+	if e := &c.e[i]; e.n != n || e.have == 0 {
+		i ^= 1 // the other entry: it holds n, or it is the older one to reuse
+		if e := &c.e[i]; e.n != n || e.have == 0 {
+			e.n, e.shift, e.have = n, icrcIDShift(n), 0
+		}
 	}
-	if c.have&(1<<id) == 0 {
-		c.adj[id] = multModP(icrcIDColumn(uint16(id)), c.shift)
-		c.have |= 1 << id
+	c.last = i
+	e := &c.e[i]
+	if e.have&(1<<id) == 0 {
+		e.adj[id] = multModP(icrcIDColumn(uint16(id)), e.shift)
+		e.have |= 1 << id
 	}
-	return c.adj[id]
+	return e.adj[id]
 }
 
 // icrcIDColumn returns the raw CRC change of setting IPv4 ID id (from 0),

@@ -26,8 +26,9 @@ import (
 // make the ICRC exactly right for a header carrying that ID.
 func TestICRCAdjustForIPv4ID(t *testing.T) {
 	var c icrcAdjustCache
-	for _, n := range []int{0, 1, 64, 1000, 4096, 4112} {
-		for _, id := range []int{1, 2, 3, 14, 15, 63} {
+	// Lengths change on every call, so entries are reused and replaced.
+	for _, id := range []int{1, 2, 3, 14, 15, 63} {
+		for _, n := range []int{0, 1, 64, 1000, 4096, 4112} {
 			p := packet.Packet{Payload: make([]byte, n)}
 			for i := range p.Payload {
 				p.Payload[i] = byte(i * 13)
@@ -47,6 +48,12 @@ func TestICRCAdjustForIPv4ID(t *testing.T) {
 			assert.True(t, ok && df && gotID == uint16(id), "payload %d, ID %d: recovered %d %v %v", n, id, gotID, df, ok)
 		}
 	}
+	// A run's length and its shorter last packet both stay cached.
+	c = icrcAdjustCache{}
+	run := c.get(3, 4112)
+	c.get(1, 100)
+	assert.Equal(t, run, c.get(3, 4112))
+	assert.ElementsMatch(t, []int{4112, 100}, []int{c.e[0].n, c.e[1].n})
 }
 
 func TestUDPRunFormation(t *testing.T) {
