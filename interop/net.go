@@ -172,3 +172,19 @@ func run(ctx context.Context, name string, args ...string) error {
 	}
 	return nil
 }
+
+// EnableIPv6 turns IPv6 on for the bridge alone (the namespace keeps it off
+// elsewhere) and gives it addr, without duplicate address detection so that
+// the address is usable at once. The kernel then answers the guests'
+// neighbour solicitations for it, and softroce's udp link can bind to it.
+func (n *Net) EnableIPv6(ctx context.Context, addr netip.Prefix) error {
+	for _, s := range [][]string{
+		{"sysctl", "-q", "-w", "net.ipv6.conf." + Bridge + ".disable_ipv6=0"},
+		{"ip", "-6", "addr", "replace", addr.String(), "dev", Bridge, "nodad"},
+	} {
+		if err := n.run(ctx, s...); err != nil {
+			return fmt.Errorf("enable ipv6 on %s: %w", Bridge, err)
+		}
+	}
+	return nil
+}
