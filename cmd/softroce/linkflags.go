@@ -4,7 +4,7 @@ package main
 // a softroce device (demo, devinfo, pingpong, perf).
 //
 //	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
-//	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME,
+//	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME, --addr6,
 //	    --pcap FILE, --fault SPEC and --mtu, with the given defaults.
 //	ctx, closeDev, err := openDevice(*lf, "rxe0")
 //	    builds the link (link.ListenUDP, link.OpenTAP or one end of
@@ -49,6 +49,7 @@ type linkFlags struct {
 	NoGSO    bool   // udp: no segmentation offload (link.UDPOptions.NoGSO)
 	GRO      bool   // udp: receive offload (link.UDPOptions.GRO)
 	Tap      string // tap: interface name ("" lets the kernel choose)
+	Addr6    string // tap: an IPv6 address besides the IPv4 --addr ("" none)
 	Pcap     string // capture file to write ("" none)
 	Fault    string // fault spec (fault.Parse grammar; "" none)
 	MTU      int    // link MTU, largest IP packet (0: 1500)
@@ -72,6 +73,7 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.BoolVar(&lf.NoGSO, "no-gso", def.NoGSO, "udp: send every datagram on its own (no UDP segmentation offload)")
 	fs.BoolVar(&lf.GRO, "gro", def.GRO, "udp: receive with UDP GRO (fewer system calls for bulk traffic, more latency on a busy machine)")
 	fs.StringVar(&lf.Tap, "tap", def.Tap, "tap: interface name (default: the kernel chooses)")
+	fs.StringVar(&lf.Addr6, "addr6", def.Addr6, "tap: an IPv6 address as well as the IPv4 --addr (its GID follows the IPv4-mapped one)")
 	fs.StringVar(&lf.Pcap, "pcap", def.Pcap, "write the device's frames to this pcapng file")
 	fs.StringVar(&lf.Fault, "fault", def.Fault, `inject faults into sent frames, e.g. "loss=2%,reorder=1%" (keys: loss, dup, reorder, reorder_delay, corrupt, bits, delay, jitter, burst, seed)`)
 	fs.IntVar(&lf.MTU, "mtu", def.MTU, "link MTU, the largest IP packet (0: 1500)")
@@ -109,6 +111,23 @@ func deviceAddrs(cfg *rxe.Config, addr netip.Addr) {
 	} else {
 		cfg.IPv6 = addr
 	}
+}
+
+// tapIPv6 parses --addr6: an IPv6 address (not IPv4-mapped) that a tap link
+// answers neighbour discovery for and the device puts in its GID table next
+// to --addr's IPv4 one. Other links have one address, --addr's.
+func (lf *linkFlags) tapIPv6() (netip.Addr, error) {
+	if lf.Addr6 == "" {
+		return netip.Addr{}, nil
+	}
+	if lf.Link != "tap" {
+		return netip.Addr{}, fmt.Errorf("--addr6 is for the tap link (a %s link has one address: --addr)", lf.Link)
+	}
+	a, err := netip.ParseAddr(lf.Addr6)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("--addr6 %q: want an IPv6 address", lf.Addr6)
+	}
+	return a, nil
 }
 
 // faultModel returns the model --fault asks for, or nil.
@@ -205,6 +224,10 @@ func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, err
 		return nil, nil, err
 	}
 	addr := ap.Addr()
+	addr6, err := lf.tapIPv6()
+	if err != nil {
+		return nil, nil, err
+	}
 	mtu := orDefault(lf.MTU, defaultLinkMTU)
 	var cl linkClosers
 	fail := func(err error) (*verbsapi.Context, func() error, error) {
@@ -225,9 +248,9 @@ func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, err
 		l = u
 	case "tap":
 		if !addr.Is4() {
-			return fail(fmt.Errorf("--addr %s: a tap link needs an IPv4 address", addr))
+			return fail(fmt.Errorf("--addr %s: a tap link needs an IPv4 address (an IPv6 one goes in --addr6)", addr))
 		}
-		t, err := link.OpenTAP(link.TAPOptions{Name: lf.Tap, IPv4: addr, MTU: mtu})
+		t, err := link.OpenTAP(link.TAPOptions{Name: lf.Tap, IPv4: addr, IPv6: addr6, MTU: mtu})
 		if err != nil {
 			return fail(err)
 		}
@@ -246,6 +269,9 @@ func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, err
 	}
 	cfg := rxe.Config{Name: name, Link: wrap(l), Seed: lf.Seed}
 	deviceAddrs(&cfg, addr)
+	if addr6.IsValid() {
+		cfg.IPv6 = addr6
+	}
 	ctx, err := startDevice(cfg, &cl)
 	if err != nil {
 		return fail(err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,4 +129,37 @@ func TestOpenDeviceErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "--pcap")
 	_, _, err = openDevice(linkFlags{Link: "mem", Addr: "10.0.0.1", Fault: "loss=2%,loss=3%"}, "a")
 	assert.ErrorContains(t, err, "given twice")
+}
+
+// --addr6 gives a tap link's device an IPv6 GID after its IPv4-mapped one;
+// other links and other addresses are refused.
+func TestAddr6(t *testing.T) {
+	for _, tc := range []struct {
+		lf   linkFlags
+		want string
+	}{
+		{linkFlags{Link: "udp", Addr: "127.0.0.1", Addr6: "fd00::1"}, "for the tap link"},
+		{linkFlags{Link: "tap", Addr: "10.0.0.1", Addr6: "10.0.0.2"}, "want an IPv6 address"},
+		{linkFlags{Link: "tap", Addr: "10.0.0.1", Addr6: "::ffff:10.0.0.2"}, "want an IPv6 address"},
+		{linkFlags{Link: "tap", Addr: "fd00::1"}, "goes in --addr6"},
+	} {
+		_, _, err := openDevice(tc.lf, "a")
+		assert.ErrorContains(t, err, tc.want, "%+v", tc.lf)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("tap links need root (CAP_NET_ADMIN)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun")
+	}
+	name := fmt.Sprintf("sra6%d", os.Getpid()%100000)
+	ctx, closeFn, err := openDevice(linkFlags{Link: "tap", Tap: name, Addr: "10.99.0.1", Addr6: "fd99::1"}, "rxe0")
+	require.NoError(t, err)
+	defer closeFn()
+	v4, err := ctx.QueryGID(1, 1)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("::ffff:10.99.0.1"), v4)
+	v6, err := ctx.QueryGID(1, 2)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("fd99::1"), v6)
 }
