@@ -188,6 +188,27 @@ func (q *QP) Transmit(now Time, out *Outgoing) bool {
 	return false
 }
 
+// TransmitAck is Transmit for a QP being destroyed: it returns only the
+// acknowledgements its responder still owes the peer (ACK, NAK, atomic ACK),
+// none of which reads memory, and stops at a READ response. A completion the
+// program has seen may be ahead of the ACK that answers it (ACKs go out at
+// the next Transmit); a real NIC has sent that ACK by then, so a QP
+// destroyed right after its last completion must still send it, or the
+// peer retries into a QP that is gone and fails with RETRY_EXC_ERR.
+func (q *QP) TransmitAck(now Time, out *Outgoing) bool {
+	if !q.AckPending() || !q.respTransmit(now, out) {
+		return false
+	}
+	q.counters.SentPkts++
+	return true
+}
+
+// AckPending reports whether TransmitAck has a packet to return.
+func (q *QP) AckPending() bool {
+	r := &q.resp
+	return r.outN > 0 && r.out[r.outHead].kind != outRead && q.attr.State != Reset
+}
+
 // Pending reports whether Transmit may return a packet now. It can be true
 // once when the next work request is about to fail locally (a bad lkey, a
 // failed LOCAL_INV): Transmit then completes it in error and returns false,

@@ -53,6 +53,7 @@ type QP struct {
 	queued        bool // in the device's ready list
 	listIdx       int  // position in qpList
 	dead          bool
+	flushAcks     bool // dead, with acknowledgements still to send (DestroyQP)
 	ctx           any
 	mem           memory // the PD's memory as this QP sees it (type 2 windows)
 }
@@ -275,17 +276,33 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 // DestroyQP destroys a queue pair. Outstanding work is dropped without
 // completions, as ibv_destroy_qp does.
 func (d *Device) DestroyQP(x *QP) error {
+	flush, err := d.destroyQP(x)
+	if flush {
+		d.notify()
+	}
+	return err
+}
+
+// destroyQP is DestroyQP under the lock; flush reports that acknowledgements
+// are still to go out.
+func (d *Device) destroyQP(x *QP) (flush bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
 	case x == nil:
-		return fmt.Errorf("destroy qp: nil: %w", ErrInvalid)
+		return false, fmt.Errorf("destroy qp: nil: %w", ErrInvalid)
 	case x.d != d:
-		return fmt.Errorf("destroy qp %d: %w", x.qpn, ErrWrongDevice)
+		return false, fmt.Errorf("destroy qp %d: %w", x.qpn, ErrWrongDevice)
 	case x.dead:
-		return fmt.Errorf("destroy qp %d: %w", x.qpn, ErrDestroyed)
+		return false, fmt.Errorf("destroy qp %d: %w", x.qpn, ErrDestroyed)
 	}
 	x.dead = true
+	if x.q.AckPending() {
+		// Acknowledgements owed for what the program has already seen
+		// complete still go out (qp.QP.TransmitAck); nothing else does.
+		x.flushAcks = true
+		d.markReady(x)
+	}
 	delete(d.qps, x.qpn)
 	last := d.qpList[len(d.qpList)-1]
 	d.qpList[x.listIdx] = last
@@ -298,5 +315,5 @@ func (d *Device) DestroyQP(x *QP) error {
 	if x.init.SRQ != nil {
 		x.init.SRQ.users--
 	}
-	return nil
+	return x.flushAcks, nil
 }

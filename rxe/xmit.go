@@ -42,6 +42,7 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 			return n, false
 		}
 		if x.dead {
+			n, looped = d.outputAcks(now, x, frames, n, looped)
 			continue
 		}
 		idle := false
@@ -67,6 +68,23 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 		}
 	}
 	return n, d.readyLen() > 0
+}
+
+// outputAcks sends what a destroyed QP still owes (qp.QP.TransmitAck) into
+// frames from n on, and queues it again if frames ran out first.
+func (d *Device) outputAcks(now qp.Time, x *QP, frames []link.Frame, n, looped int) (int, int) {
+	for n < len(frames) && x.q.TransmitAck(now, &d.txOut) {
+		switch d.emit(now, x, &frames[n]) {
+		case emitFrame:
+			n++
+		case emitLoopback:
+			looped++
+		}
+	}
+	if x.flushAcks = x.q.AckPending(); x.flushAcks {
+		d.markReady(x)
+	}
+	return n, looped
 }
 
 type emitResult uint8
@@ -123,7 +141,7 @@ func (d *Device) emit(now qp.Time, x *QP, f *link.Frame) emitResult {
 // markReady puts x on the ready list unless it is there. Called with mu
 // held whenever something may have given x output.
 func (d *Device) markReady(x *QP) {
-	if x.queued || x.dead {
+	if x.queued || (x.dead && !x.flushAcks) {
 		return
 	}
 	x.queued = true

@@ -1,0 +1,44 @@
+package rxe
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/qp"
+)
+
+// A QP destroyed as soon as its receive completion is seen still sends the
+// ACK it owes for that message: the sender completes successfully instead of
+// retrying into a QP that is gone until RETRY_EXC_ERR (seen with Debian's
+// ibv_rc_pingpong on the drop-in library, whose client exits the moment its
+// last receive completes).
+func TestDestroyedQPSendsOwedAck(t *testing.T) {
+	da := newDev(t, "rxe0", macA, ipA, netip.Addr{}, 1500)
+	db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
+	n := newNet(da, db)
+	a, b := connect(t, da, db, qp.RC, 8, 1024)
+	am, err := da.RegMR(a.pd, make([]byte, 64), qp.AccessLocalWrite)
+	require.NoError(t, err)
+	bm, err := db.RegMR(b.pd, make([]byte, 64), qp.AccessLocalWrite)
+	require.NoError(t, err)
+	require.NoError(t, b.qp.PostRecv(&qp.RecvWR{ID: 2, SGL: []qp.SGE{{Addr: bm.Addr(), Length: 64, LKey: bm.LKey()}}}))
+	require.NoError(t, a.qp.PostSend(&qp.SendWR{ID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{{Addr: am.Addr(), Length: 64, LKey: am.LKey()}}}))
+
+	// Carry a's SEND to b by hand, so that b's ACK is still unsent when its
+	// completion is seen.
+	k, _ := da.Output(n.now, n.frames)
+	require.Equal(t, 1, k)
+	db.HandleFrame(n.now, n.frames[0])
+	wc := make([]qp.WC, 1)
+	require.Equal(t, 1, b.rcq.Poll(wc))
+	require.Equal(t, qp.WCSuccess, wc[0].Status)
+	require.NoError(t, db.DestroyQP(b.qp))
+
+	got := n.poll(t, a.scq, 1)
+	assert.Equal(t, qp.WCSuccess, got[0].Status, "a's SEND: %v", got[0])
+	assert.Zero(t, da.Counters().RetryExceededErr)
+}
