@@ -138,11 +138,6 @@ func TestInterop(t *testing.T) {
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {
-			if hc.ipv6 && link == "tap" {
-				// softroce's tap link takes one --addr and needs it IPv4;
-				// the CLI has no way to give it an IPv6 address as well.
-				continue
-			}
 			for _, role := range []string{"client", "server"} {
 				t.Run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
 					if why := knownBad[hc.name]; why != "" && !strict {
@@ -333,8 +328,9 @@ type hostCase struct {
 	// capture must show resent packets: the lossy side sends the data.
 	// "any" only logs their number; "" neither.
 	retxRole string
-	// ipv6 runs the case between IPv6 GIDs (udp link only): softroce at
-	// hostAddr6, {gid} in guest the guest's GID index for its fd77:: address.
+	// ipv6 runs the case between IPv6 GIDs: softroce at hostAddr6 (udp
+	// link) or stackAddr6 (tap link), {gid} in guest the guest's GID index
+	// for its fd77:: address.
 	ipv6 bool
 }
 
@@ -524,6 +520,9 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	})
 	c := s.capture(t, fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name))
 	hostArgs := append([]string{}, hc.host...)
+	if hc.ipv6 {
+		hostArgs = withHostGID(hostArgs, softroceGID6(link))
+	}
 	hostArgs = append(hostArgs, "--link", link)
 	vm, mtu := s.a, 1500
 	if hc.jumbo {
@@ -540,6 +539,9 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	case "tap":
 		require.NoError(t, s.net.EnsureTap(s.ctx, stackTap, mtu))
 		hostArgs = append(hostArgs, "--tap", stackTap, "--addr", stackIP)
+		if hc.ipv6 {
+			hostArgs = append(hostArgs, "--addr6", stackAddr6.String())
+		}
 	}
 	if hc.dropIn != nil {
 		// run's own flags come before the program; the socket is one no
@@ -626,6 +628,11 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	decoded := s.checkCapture(t, c, hc.minRoCE)
 	if hc.ipv6 {
 		requireAllIn(t, decoded, hostAddr6.Masked())
+		self := hostAddr6.Addr()
+		if link == "tap" {
+			self = stackAddr6
+		}
+		require.Contains(t, roceAddrs(decoded), self, "softroce's RoCE packets are not from its %s link's IPv6 address", link)
 	}
 	retx := retransmissions(decoded)
 	if hc.retxRole != "" {

@@ -13,22 +13,41 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// IPv6 GIDs: the guests and softroce's udp link get addresses in fd77::/64,
+// IPv6 GIDs: the guests and softroce's links get addresses in fd77::/64,
 // and the RoCE traffic goes between those GIDs (the out-of-band TCP
 // exchange stays on IPv4; it only carries the GIDs).
 var (
 	hostAddr6  = netip.MustParsePrefix("fd77::1/64") // the bridge's, softroce's --addr on the udp link
+	stackAddr6 = netip.MustParseAddr("fd77::10")     // softroce's --addr6 on the tap link
 	guestAddr6 = map[string]netip.Prefix{
 		"a": netip.MustParsePrefix("fd77::2/64"),
 		"b": netip.MustParsePrefix("fd77::3/64"),
 	}
 )
 
-// softroceGID6 is softroce's GID index for its --addr when that is IPv6:
-// its table is the link-local default GID, then the IPv4-mapped address
-// (absent here, since the device has no IPv4 address), then the IPv6 one
-// (rxe.buildGIDs).
-const softroceGID6 = 1
+// softroceGID6 is softroce's GID index for its IPv6 address on link
+// (rxe.buildGIDs): its table is the link-local default GID, then the
+// IPv4-mapped one of an IPv4 address, then the IPv6 one. The udp link has
+// only the IPv6 --addr, so that is index 1; the tap link has the IPv4 --addr
+// as well as --addr6, so index 2.
+func softroceGID6(link string) int {
+	if link == "tap" {
+		return 2
+	}
+	return 1
+}
+
+// withHostGID returns host with the value of every -g and -x replaced by
+// gid: the IPv6 cases' softroce GID index depends on the link.
+func withHostGID(host []string, gid int) []string {
+	out := append([]string{}, host...)
+	for i, a := range out {
+		if (a == "-g" || a == "-x") && i+1 < len(out) {
+			out[i+1] = strconv.Itoa(gid)
+		}
+	}
+	return out
+}
 
 // ipv6State is the once-only IPv6 set-up of a suite: the bridge's address
 // and each guest's address and the rxe0 GID index ib_core gave it.
@@ -39,16 +58,12 @@ type ipv6State struct {
 }
 
 // ipv6Cases are RC pingpong and the bandwidth tests, as their IPv4 cases but
-// between IPv6 GIDs: {gid} in the guest script is the guest's index.
+// between IPv6 GIDs: {gid} in the guest script is the guest's index, and
+// testSoftroce sets softroce's with withHostGID once it knows the link.
 func ipv6Cases() []hostCase {
 	v6 := func(hc hostCase) hostCase {
 		hc.name += "_ipv6"
 		hc.guest = strings.NewReplacer(" -g 1 ", " -g {gid} ", " -x 1 ", " -x {gid} ").Replace(hc.guest)
-		for i, a := range hc.host {
-			if (a == "-g" || a == "-x") && i+1 < len(hc.host) {
-				hc.host[i+1] = strconv.Itoa(softroceGID6)
-			}
-		}
 		hc.ipv6 = true
 		return hc
 	}
