@@ -90,7 +90,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 		return &Reader{pcap: pr}, nil
 	case magicPcapng:
-		nr, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		nr, err := pcapgo.NewNgReader(newNgLimiter(br, MaxInterfaces), pcapgo.NgReaderOptions{WantMixedLinkType: true})
 		if err != nil {
 			return nil, fmt.Errorf("pcapng header: %w", err)
 		}
