@@ -83,9 +83,22 @@ func ipAfterEtherType(et uint16, b []byte) ([]byte, error) {
 // packet.ParseIP after their link header is stripped (f.Eth is nil). Errors
 // are packet's framing errors (packet.ErrNotRoCE and so on) or ErrLinkType;
 // none of them allocates.
-func (rec *Record) Frame(f *packet.Frame) error {
+func (rec *Record) Frame(f *packet.Frame) error { return rec.frame(f, true) }
+
+// FrameUnverified is Frame without the IPv4 header and UDP checksum checks
+// (packet.ParseFrameUnverified): for captures taken on a sending host with
+// checksum offload, whose checksums were not yet filled in.
+func (rec *Record) FrameUnverified(f *packet.Frame) error { return rec.frame(f, false) }
+
+func (rec *Record) frame(f *packet.Frame, verify bool) error {
 	if rec.LinkType == layers.LinkTypeEthernet {
-		err := packet.ParseFrame(rec.Data, f)
+		// Direct calls, not function values, so that f does not escape.
+		var err error
+		if verify {
+			err = packet.ParseFrame(rec.Data, f)
+		} else {
+			err = packet.ParseFrameUnverified(rec.Data, f)
+		}
 		if err != packet.ErrNotIP {
 			return err
 		}
@@ -95,7 +108,12 @@ func (rec *Record) Frame(f *packet.Frame) error {
 	if err != nil {
 		return err
 	}
-	if err := packet.ParseIP(ip, f); err != nil {
+	if verify {
+		err = packet.ParseIP(ip, f)
+	} else {
+		err = packet.ParseIPUnverified(ip, f)
+	}
+	if err != nil {
 		return err
 	}
 	if rec.LinkType == layers.LinkTypeEthernet {

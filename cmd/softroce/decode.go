@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -23,7 +24,7 @@ RoCE packets like any other.
 Text output, one line per RoCE packet:
 
   FRAME TIME SRC:SPORT -> DST OPCODE qpn=0x.. psn=N ackreq=0|1 [se] [fecn]
-      [becn] [pkey=0x..] [header fields] len=N icrc=ok|BAD [error="..."]
+      [becn] [pkey=0x..] [header fields] len=N icrc=ok|BAD [note=...] [error="..."]
 
 FRAME is the frame's number in the file counting every frame from 1 (as
 Wireshark numbers them). TIME is seconds since the file's first frame, with
@@ -33,6 +34,11 @@ msn=; AtomicETH va= rkey= swap= compare= (add= for FETCH_ADD); AtomicAckETH
 orig=; DETH qkey= srcqp=; ImmDt imm=; IETH inv_rkey=; FETH sel= plt=.
 len is the payload length without pad and ICRC. A packet that cannot be
 decoded gets an error="..." field and only the fields that could be read.
+A wrong IPv4 header or UDP checksum, which the ICRC does not cover, is not
+an error: it is what a capture on a sending host with checksum offload
+shows. Such a packet is decoded, judged by its ICRC, and noted
+note=ipv4-checksum-bad(offload?) or note=udp-checksum-bad(offload?)
+("bad_checksum": "ipv4" or "udp" in JSON).
 With several files each file's packets follow a "# FILE" line and end with
 a "# FILE: counts" line. The last line is always the total:
 
@@ -158,7 +164,18 @@ func (d *decoder) decodeFile(name string) (decodeCounts, error) {
 // record decodes and prints one captured frame, updating c.
 func (d *decoder) record(rec *pcapio.Record, frame int, rel time.Duration, c *decodeCounts) {
 	var f packet.Frame
-	if err := rec.Frame(&f); err != nil {
+	err := rec.Frame(&f)
+	// A checksum the ICRC masks, wrong in the capture: most often the
+	// sender's checksum offload, seen on the sending host before the NIC
+	// filled it in. The packet is decoded and judged by its ICRC, with a
+	// note saying which checksum it was.
+	var csumNote error
+	if errors.Is(err, packet.ErrIPChecksum) || errors.Is(err, packet.ErrUDPChecksum) {
+		if rec.FrameUnverified(&f) == nil {
+			csumNote, err = err, nil
+		}
+	}
+	if err != nil {
 		// A UDP datagram to port 4791 whose framing is broken is a bad
 		// RoCE packet, not someone else's frame.
 		ip, ipErr := rec.IP()
@@ -203,6 +220,9 @@ func (d *decoder) record(rec *pcapio.Record, frame int, rel time.Duration, c *de
 		d.uint("len", "len", uint64(len(p.Payload)))
 	}
 	d.icrc(icrcOK)
+	if csumNote != nil {
+		d.csumNote(csumNote)
+	}
 	if decErr != nil {
 		d.errField(decErr)
 	}

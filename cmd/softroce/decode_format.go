@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"strconv"
 	"time"
@@ -219,6 +220,25 @@ func (d *decoder) icrc(ok bool) {
 		d.b = append(d.b, " icrc=ok"...)
 	} else {
 		d.b = append(d.b, " icrc=BAD"...)
+	}
+}
+
+// csumNote says that a checksum the ICRC does not cover is wrong in the
+// capture (checksum offload on the capturing sender, most likely): "ipv4" or
+// "udp".
+func (d *decoder) csumNote(err error) {
+	which := "ipv4"
+	if errors.Is(err, packet.ErrUDPChecksum) {
+		which = "udp"
+	}
+	if d.json {
+		d.b = append(d.b, `,"bad_checksum":"`...)
+		d.b = append(d.b, which...)
+		d.b = append(d.b, '"')
+	} else {
+		d.b = append(d.b, " note="...)
+		d.b = append(d.b, which...)
+		d.b = append(d.b, "-checksum-bad(offload?)"...)
 	}
 }
 
