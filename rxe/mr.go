@@ -293,3 +293,19 @@ func (m *memory) Invalidate(key uint32, remote bool) error {
 	r.valid = false
 	return nil
 }
+
+// Load copies len(dst) bytes of the region from offset off under the
+// device lock, which the data path holds while it writes memory: the copy
+// sees every remote WRITE, atomic and received SEND the device finished
+// before the call, and none half done. It is how a program waits for a
+// peer's WRITE without a completion (perftest's latency loops spin on the
+// last byte) without racing with the device.
+func (m *MR) Load(dst []byte, off int) error {
+	m.d.mu.Lock()
+	defer m.d.mu.Unlock()
+	if off < 0 || off > len(m.buf) || len(dst) > len(m.buf)-off {
+		return fmt.Errorf("load %d bytes at offset %d of mr %#x (%d bytes): %w", len(dst), off, m.lkey, len(m.buf), ErrInvalid)
+	}
+	copy(dst, m.buf[off:])
+	return nil
+}

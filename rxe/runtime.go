@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -254,4 +255,33 @@ func (r *runtime) timerLoop() {
 			d.Tick(now) // kicks the transmitter via notify
 		}
 	}
+}
+
+// Flush waits until the running device has handed its link everything its
+// QPs had to send (ACKs still owed, responses, requests in the window), or
+// until ctx is done. Call it before Close when the peer must still hear
+// from this device: a responder closing as soon as it sees its last
+// completion would otherwise take that message's ACK with it, and the
+// requester would retry into the void. On a device without a runtime (the
+// simulator's) it returns at once: whoever drives Output flushes.
+func (d *Device) Flush(ctx context.Context) error {
+	r := d.rt.Load()
+	if r == nil {
+		return nil
+	}
+	for d.HasOutput() {
+		r.kick()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flush %s: %w", d.name, ctx.Err())
+		case <-r.done:
+			return nil
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+	// A batch taken from Output before the last check is sent under txMu:
+	// once the lock is free, it is on the link.
+	r.txMu.Lock()
+	r.txMu.Unlock() //nolint:staticcheck // an empty critical section is the point
+	return nil
 }

@@ -76,13 +76,18 @@ type Context struct {
 	srqs     map[*rxe.SRQ]*SRQ
 	mws      map[*MW]struct{}
 	channels map[*CompChannel]struct{}
+
+	events eventQueue // this context's asynchronous events (events.go)
+	// onClose tells the Device that opened the context (Device.Open) that
+	// it is gone.
+	onClose func(*Context)
 }
 
 // OpenDevice opens a device the caller holds (ibv_open_device). Several
-// contexts may be open on one device; they then share its asynchronous
-// events.
+// contexts may be open on one device; each owns what it creates and
+// receives the asynchronous events about it (events.go).
 func OpenDevice(d *rxe.Device) *Context {
-	return &Context{
+	c := &Context{
 		dev:      d,
 		pds:      map[*PD]struct{}{},
 		cqs:      map[*rxe.CQ]*CQ{},
@@ -90,7 +95,10 @@ func OpenDevice(d *rxe.Device) *Context {
 		srqs:     map[*rxe.SRQ]*SRQ{},
 		mws:      map[*MW]struct{}{},
 		channels: map[*CompChannel]struct{}{},
+		events:   newEventQueue(),
 	}
+	attachContext(c)
+	return c
 }
 
 // Device returns the device the context is open on, for what the verbs do
@@ -180,67 +188,6 @@ func (c *Context) AllocPD() (*PD, error) {
 	return pd, nil
 }
 
-// AsyncEvent is an asynchronous event (struct ibv_async_event): which of
-// QP, CQ and SRQ is set depends on Type.
-type AsyncEvent struct {
-	Type EventType
-	QP   *QP
-	CQ   *CQ
-	SRQ  *SRQ
-}
-
-func (e AsyncEvent) String() string {
-	switch {
-	case e.QP != nil:
-		return fmt.Sprintf("%s on qp %d", EventName(e.Type), e.QP.QPN())
-	case e.CQ != nil:
-		return fmt.Sprintf("%s on cq %d", EventName(e.Type), e.CQ.Handle())
-	case e.SRQ != nil:
-		return fmt.Sprintf("%s on srq %d", EventName(e.Type), e.SRQ.Handle())
-	}
-	return EventName(e.Type)
-}
-
-// GetAsyncEvent waits for the device's next asynchronous event
-// (ibv_get_async_event) until ctx is done. Events about objects this context
-// did not create (or has destroyed) carry nil object fields. Events need no
-// acknowledgement (ibv_ack_async_event has no counterpart): objects are
-// garbage collected.
-func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
-	select {
-	case e := <-c.dev.Events():
-		return c.translate(e), nil
-	case <-ctx.Done():
-		return AsyncEvent{}, fmt.Errorf("get async event on %s: %w", c.dev.Name(), ctx.Err())
-	}
-}
-
-// PollAsyncEvent returns the next asynchronous event if one is waiting.
-func (c *Context) PollAsyncEvent() (AsyncEvent, bool) {
-	select {
-	case e := <-c.dev.Events():
-		return c.translate(e), true
-	default:
-		return AsyncEvent{}, false
-	}
-}
-
-func (c *Context) translate(e rxe.AsyncEvent) AsyncEvent {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := AsyncEvent{Type: e.Type}
-	if e.QP != nil {
-		out.QP = c.qps[e.QP]
-	}
-	if e.CQ != nil {
-		out.CQ = c.cqs[e.CQ]
-	}
-	if e.SRQ != nil {
-		out.SRQ = c.srqs[e.SRQ]
-	}
-	return out
-}
-
 // Close closes the context (ibv_close_device). Objects the caller did not
 // destroy are destroyed, children first, as the kernel does when a verbs
 // file descriptor is closed; the device itself stays up. Later calls on the
@@ -259,6 +206,11 @@ func (c *Context) Close() error {
 	pds := keys(c.pds)
 	chans := keys(c.channels)
 	c.mu.Unlock()
+	detachContext(c)
+	close(c.events.done)
+	if c.onClose != nil {
+		c.onClose(c)
+	}
 
 	var first error
 	keep := func(err error) {
@@ -307,3 +259,9 @@ func values[K comparable, V any](m map[K]V) []V {
 	}
 	return out
 }
+
+// Flush waits until the device has sent what its QPs owe their peers (the
+// ACK of a message just received above all) or ctx is done: the drain to
+// call before closing a context or device whose peer still waits for it,
+// in place of a sleep.
+func (c *Context) Flush(ctx context.Context) error { return c.dev.Flush(ctx) }

@@ -2,6 +2,7 @@ package verbsapi
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 
 	"github.com/softroce/softroce/rxe"
@@ -121,9 +122,16 @@ func (m *MR) Access() Access { return m.mr.Access() }
 func (m *MR) PD() *PD { return m.pd }
 
 // SGE returns the scatter/gather element for length bytes of the region
-// from offset off. It does not check the bounds: the device does, when the
-// work request runs.
+// from offset off. It does not check the bounds against the region: the
+// device does, when the work request runs, and fails it as a NIC would. It
+// panics, as slicing out of range does, when off or length is negative or
+// length does not fit the SGE's 32 bits (ibv_sge.length): a message over
+// 4 GiB - 1 takes several SGEs or work requests, and a silently truncated
+// length would move the wrong bytes.
 func (m *MR) SGE(off, length int) SGE {
+	if off < 0 || length < 0 || uint64(length) > math.MaxUint32 {
+		panic(fmt.Sprintf("verbsapi: SGE of mr %#x at offset %d, length %d: out of range (a length is 0 to 4 GiB - 1)", m.mr.LKey(), off, length))
+	}
 	return SGE{Addr: m.mr.Addr() + uint64(off), Length: uint32(length), LKey: m.mr.LKey()}
 }
 
