@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/softroce/softroce/rxe"
-	"github.com/softroce/softroce/rxe/link"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -27,41 +25,49 @@ type host struct {
 // the real-time runtime, and connects an RC QP on each to the other. Each
 // side registers a 4 KiB buffer with every access right.
 func connectedPair() (a, b *host, stop func()) {
-	la, lb := link.NewMemPair(1500)
+	da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{
+		Kind: verbsapi.LinkMem, Addr: netip.MustParseAddrPort("10.0.0.1:0")})
+	check(err)
+	devs := [2]*verbsapi.Device{da, db}
 	var hosts [2]*host
-	var devs [2]*rxe.Device
-	for i, l := range []link.Link{la, lb} {
-		d, err := rxe.New(rxe.Config{Name: fmt.Sprintf("rxe%d", i), Link: l,
-			IPv4: netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i)})})
+	for i, d := range devs {
+		ctx, err := d.Open()
 		check(err)
-		check(d.Start())
-		devs[i] = d
-		h := &host{ctx: verbsapi.OpenDevice(d)}
-		h.pd, err = h.ctx.AllocPD()
-		check(err)
-		h.cq, err = h.ctx.CreateCQ(64, nil)
-		check(err)
-		h.qp, err = h.pd.CreateQP(verbsapi.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq, QPType: verbsapi.RC,
-			Cap: verbsapi.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		check(err)
-		h.mr, err = h.pd.RegMR(make([]byte, 4096), verbsapi.AccessAll)
-		check(err)
-		hosts[i] = h
+		hosts[i] = newHost(ctx, verbsapi.RC)
 	}
-	// The out-of-band exchange: each side learns the other's QPN, PSN and
-	// GID (index 1, the IPv4 address).
-	epA, err := hosts[0].qp.Endpoint(1, 100)
-	check(err)
-	epB, err := hosts[1].qp.Endpoint(1, 200)
-	check(err)
-	check(hosts[0].qp.Connect(epA.PSN, epB, nil))
-	check(hosts[1].qp.Connect(epB.PSN, epA, nil))
+	connect(hosts[0].qp, hosts[1].qp)
 	return hosts[0], hosts[1], func() {
-		for i, h := range hosts {
-			check(h.ctx.Close())
-			check(devs[i].Close())
+		for _, d := range devs {
+			check(d.Close()) // closes the contexts too
 		}
 	}
+}
+
+// newHost creates a PD, a CQ, a QP of type t and a registered 4 KiB buffer.
+func newHost(ctx *verbsapi.Context, t verbsapi.QPType) *host {
+	h := &host{ctx: ctx}
+	var err error
+	h.pd, err = h.ctx.AllocPD()
+	check(err)
+	h.cq, err = h.ctx.CreateCQ(64, nil)
+	check(err)
+	h.qp, err = h.pd.CreateQP(verbsapi.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq, QPType: t,
+		Cap: verbsapi.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	check(err)
+	h.mr, err = h.pd.RegMR(make([]byte, 4096), verbsapi.AccessAll)
+	check(err)
+	return h
+}
+
+// connect is the out-of-band exchange and the three ibv_modify_qp calls:
+// each side learns the other's QPN, PSN and GID (index 1, the IPv4 address).
+func connect(a, b *verbsapi.QP) {
+	epA, err := a.Endpoint(1, 100)
+	check(err)
+	epB, err := b.Endpoint(1, 200)
+	check(err)
+	check(a.Connect(epA.PSN, epB, nil))
+	check(b.Connect(epB.PSN, epA, nil))
 }
 
 // wait returns the next completion of h's CQ.

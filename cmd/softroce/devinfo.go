@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/softroce/softroce/rxe"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -110,7 +109,7 @@ func writeDevinfo(out io.Writer, ctx *verbsapi.Context, verbose bool) error {
 	return err
 }
 
-func writeDeviceLimits(w io.Writer, a *rxe.DeviceAttr) {
+func writeDeviceLimits(w io.Writer, a *verbsapi.DeviceAttr) {
 	rows := []struct {
 		name string
 		val  string
@@ -186,13 +185,13 @@ func portStateName(s int) string {
 	switch s {
 	case 0:
 		return "PORT_NOP"
-	case rxe.PortDown:
+	case verbsapi.PortDown:
 		return "PORT_DOWN"
-	case rxe.PortInit:
+	case verbsapi.PortInit:
 		return "PORT_INIT"
-	case rxe.PortArmed:
+	case verbsapi.PortArmed:
 		return "PORT_ARMED"
-	case rxe.PortActive:
+	case verbsapi.PortActive:
 		return "PORT_ACTIVE"
 	case 5:
 		return "PORT_ACTIVE_DEFER"
@@ -204,7 +203,7 @@ func linkLayerName(l uint8) string {
 	switch l {
 	case 1:
 		return "InfiniBand"
-	case rxe.LinkLayerEthernet:
+	case verbsapi.LinkLayerEthernet:
 		return "Ethernet"
 	}
 	return "Unknown"
@@ -212,11 +211,11 @@ func linkLayerName(l uint8) string {
 
 func atomicCapName(c int) string {
 	switch c {
-	case rxe.AtomicNone:
+	case verbsapi.AtomicNone:
 		return "ATOMIC_NONE"
-	case rxe.AtomicHCA:
+	case verbsapi.AtomicHCA:
 		return "ATOMIC_HCA"
-	case rxe.AtomicGlob:
+	case verbsapi.AtomicGlob:
 		return "ATOMIC_GLOB"
 	}
 	return "invalid atomic capability"

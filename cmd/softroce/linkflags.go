@@ -1,25 +1,17 @@
 package main
 
-// linkflags.go: the flags and constructor shared by every command that runs
-// a softroce device (demo, devinfo, pingpong, perf).
+// linkflags.go: the link flags shared by every command that runs a softroce
+// device (demo, devinfo, pingpong, perf, daemon, run, replay --to), turned
+// into a verbsapi.LinkConfig.
 //
 //	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 //	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME, --addr6,
-//	    --pcap FILE, --fault SPEC and --mtu, with the given defaults.
+//	    --pcap FILE, --fault SPEC, --mtu, --no-gso and --gro with the given defaults.
 //	ctx, closeDev, err := openDevice(*lf, "rxe0")
-//	    builds the link (link.ListenUDP, link.OpenTAP or one end of
-//	    link.NewMemPair), wraps it in link.Faulty when --fault is set and in
-//	    link.Capture when --pcap is set (capture outermost: sent frames are
-//	    written before faults apply, so every captured "out" frame is intact),
-//	    creates the rxe device on it, starts its runtime and opens a verbs
-//	    context. closeDev closes the context, the device and its link, and
-//	    the capture file, and reports the first error (a capture write error
-//	    included).
+//	    verbsapi.NewDevice plus a context on it; closeDev closes both and
+//	    reports the first error (a failed capture write included).
 //	a, b, closePair, err := openDevicePair(*lf, "rxe0", "rxe1")
-//	    two devices in one process on the two ends of a mem link (--link mem
-//	    only): a at --addr, b at the next address. Faults apply to both
-//	    directions; --pcap captures at a (its "out" frames before faults, its
-//	    "in" frames after the peer's), so each packet appears once.
+//	    verbsapi.NewDevicePair (--link mem only), a context on each.
 //
 // linkFlags.Seed (not a flag) seeds the devices' memory keys (0: random) and
 // linkFlags.FaultSeed seeds the fault model when the spec names no seed=
@@ -30,14 +22,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/softroce/softroce/fault"
-	"github.com/softroce/softroce/pcapio"
-	"github.com/softroce/softroce/rxe"
-	"github.com/softroce/softroce/rxe/link"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -104,15 +92,6 @@ func parseAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 }
 
-// deviceAddrs puts addr in the IPv4 or IPv6 slot of a device config.
-func deviceAddrs(cfg *rxe.Config, addr netip.Addr) {
-	if addr.Is4() {
-		cfg.IPv4 = addr
-	} else {
-		cfg.IPv6 = addr
-	}
-}
-
 // tapIPv6 parses --addr6: an IPv6 address (not IPv4-mapped) that a tap link
 // answers neighbour discovery for and the device puts in its GID table next
 // to --addr's IPv4 one. Other links have one address, --addr's.
@@ -130,207 +109,89 @@ func (lf *linkFlags) tapIPv6() (netip.Addr, error) {
 	return a, nil
 }
 
-// faultModel returns the model --fault asks for, or nil.
-func (lf *linkFlags) faultModel(stream string) (*fault.Model, error) {
-	if strings.TrimSpace(lf.Fault) == "" {
-		return nil, nil
-	}
-	spec, err := fault.Parse(lf.Fault)
-	if err != nil {
-		return nil, fmt.Errorf("--fault: %w", err)
-	}
-	if spec.IsZero() {
-		return nil, nil
-	}
-	seed := orDefault(lf.FaultSeed, 1)
-	if spec.SeedSet {
-		seed = spec.Seed
-	}
-	return fault.New(spec, fault.Stream(seed, stream).Uint64()), nil
-}
-
-// linkClosers runs cleanups in reverse order and keeps the first error.
-type linkClosers []func() error
-
-func (c *linkClosers) add(f func() error) { *c = append(*c, f) }
-
-func (c linkClosers) run() error {
-	var first error
-	for i := len(c) - 1; i >= 0; i-- {
-		if err := c[i](); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// capture opens --pcap, if set, and returns the wrapper to apply to a link.
-func (lf *linkFlags) capture(cl *linkClosers) (func(link.Link) link.Link, error) {
-	if lf.Pcap == "" {
-		return func(l link.Link) link.Link { return l }, nil
-	}
-	w, err := pcapio.Create(lf.Pcap)
-	if err != nil {
-		return nil, fmt.Errorf("--pcap: %w", err)
-	}
-	var c *link.Captured
-	cl.add(func() error {
-		err := w.Close()
-		if c != nil && c.Err() != nil {
-			return fmt.Errorf("capture to %s: %w", lf.Pcap, c.Err())
-		}
-		if err != nil {
-			return fmt.Errorf("capture to %s: %w", lf.Pcap, err)
-		}
-		return nil
-	})
-	return func(l link.Link) link.Link {
-		c = link.Capture(l, w, time.Now)
-		return c
-	}, nil
-}
-
-// withFaults wraps l in the fault middleware when --fault asks for it.
-func (lf *linkFlags) withFaults(l link.Link, stream string) (link.Link, error) {
-	m, err := lf.faultModel(stream)
-	if err != nil || m == nil {
-		return l, err
-	}
-	return link.Faulty(l, m), nil
-}
-
-// startDevice creates a device on l, starts it and opens a context.
-func startDevice(cfg rxe.Config, cl *linkClosers) (*verbsapi.Context, error) {
-	d, err := rxe.New(cfg)
-	if err != nil {
-		cfg.Link.Close()
-		return nil, err
-	}
-	if err := d.Start(); err != nil {
-		d.Close()
-		return nil, err
-	}
-	cl.add(d.Close)
-	ctx := verbsapi.OpenDevice(d)
-	cl.add(ctx.Close)
-	return ctx, nil
-}
-
-// openDevice builds the link the flags describe and a started device with
-// a verbs context on it; see the top of this file.
-func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, error) {
+// config turns the flags into a link config, checking them as flags (the
+// errors name the flag).
+func (lf *linkFlags) config() (verbsapi.LinkConfig, error) {
 	ap, err := parseAddr(lf.Addr)
 	if err != nil {
-		return nil, nil, err
+		return verbsapi.LinkConfig{}, err
 	}
-	addr := ap.Addr()
 	addr6, err := lf.tapIPv6()
 	if err != nil {
+		return verbsapi.LinkConfig{}, err
+	}
+	switch lf.Link {
+	case verbsapi.LinkUDP, verbsapi.LinkMem:
+	case verbsapi.LinkTAP:
+		if !ap.Addr().Is4() {
+			return verbsapi.LinkConfig{}, fmt.Errorf("--addr %s: a tap link needs an IPv4 address (an IPv6 one goes in --addr6)", ap.Addr())
+		}
+	default:
+		return verbsapi.LinkConfig{}, fmt.Errorf("--link %q: want udp, tap or mem", lf.Link)
+	}
+	if _, err := fault.Parse(lf.Fault); strings.TrimSpace(lf.Fault) != "" && err != nil {
+		return verbsapi.LinkConfig{}, fmt.Errorf("--fault: %w", err)
+	}
+	return verbsapi.LinkConfig{Kind: lf.Link, Addr: ap, Addr6: addr6, PeerPort: lf.PeerPort, NoGSO: lf.NoGSO,
+		GRO: lf.GRO, Tap: lf.Tap, MTU: lf.MTU, Pcap: lf.Pcap, Fault: lf.Fault, FaultSeed: lf.FaultSeed,
+		Seed: lf.Seed}, nil
+}
+
+// openDevice starts the device the flags describe and opens a context on
+// it; see the top of this file.
+func openDevice(lf linkFlags, name string) (*verbsapi.Context, func() error, error) {
+	cfg, err := lf.config()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	d, err := verbsapi.NewDevice(name, cfg)
+	if err != nil {
+		return nil, nil, flagError(err, cfg)
+	}
+	ctx, err := d.Open()
+	if err != nil {
+		d.Close()
 		return nil, nil, err
 	}
-	mtu := orDefault(lf.MTU, defaultLinkMTU)
-	var cl linkClosers
-	fail := func(err error) (*verbsapi.Context, func() error, error) {
-		cl.run()
-		return nil, nil, fmt.Errorf("open %s on %s link: %w", name, lf.Link, err)
-	}
-	var l link.Link
-	switch lf.Link {
-	case "mem":
-		a, b := link.NewMemPair(mtu)
-		cl.add(b.Close)
-		l = a
-	case "udp":
-		u, err := link.ListenUDP(link.UDPOptions{Addr: ap, PeerPort: lf.PeerPort, MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: lf.NoGSO, GRO: lf.GRO})
-		if err != nil {
-			return fail(err)
-		}
-		l = u
-	case "tap":
-		if !addr.Is4() {
-			return fail(fmt.Errorf("--addr %s: a tap link needs an IPv4 address (an IPv6 one goes in --addr6)", addr))
-		}
-		t, err := link.OpenTAP(link.TAPOptions{Name: lf.Tap, IPv4: addr, IPv6: addr6, MTU: mtu})
-		if err != nil {
-			return fail(err)
-		}
-		l = t
-	default:
-		return fail(fmt.Errorf("--link %q: want udp, tap or mem", lf.Link))
-	}
-	if l, err = lf.withFaults(l, name); err != nil {
-		l.Close()
-		return fail(err)
-	}
-	wrap, err := lf.capture(&cl)
-	if err != nil {
-		l.Close()
-		return fail(err)
-	}
-	cfg := rxe.Config{Name: name, Link: wrap(l), Seed: lf.Seed}
-	deviceAddrs(&cfg, addr)
-	if addr6.IsValid() {
-		cfg.IPv6 = addr6
-	}
-	ctx, err := startDevice(cfg, &cl)
-	if err != nil {
-		return fail(err)
-	}
-	return ctx, cl.run, nil
+	return ctx, d.Close, nil
 }
 
 // openDevicePair starts two devices on the ends of one mem link; see the
 // top of this file.
 func openDevicePair(lf linkFlags, nameA, nameB string) (a, b *verbsapi.Context, closeFn func() error, err error) {
-	if lf.Link != "mem" {
+	if lf.Link != verbsapi.LinkMem {
 		return nil, nil, nil, fmt.Errorf("--link %s: two devices in one process need --link mem", lf.Link)
 	}
-	ap, err := parseAddr(lf.Addr)
+	cfg, err := lf.config()
 	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open %s and %s: %w", nameA, nameB, err)
+	}
+	da, db, err := verbsapi.NewDevicePair(nameA, nameB, cfg)
+	if err != nil {
+		return nil, nil, nil, flagError(err, cfg)
+	}
+	closeFn = func() error {
+		errB := db.Close()
+		if errA := da.Close(); errA != nil {
+			return errA
+		}
+		return errB
+	}
+	if a, err = da.Open(); err == nil {
+		b, err = db.Open()
+	}
+	if err != nil {
+		closeFn()
 		return nil, nil, nil, err
 	}
-	addrA := ap.Addr()
-	addrB := addrA.Next()
-	if !addrB.IsValid() {
-		return nil, nil, nil, fmt.Errorf("--addr %s: no next address for the second device", addrA)
-	}
-	var cl linkClosers
-	fail := func(err error) (*verbsapi.Context, *verbsapi.Context, func() error, error) {
-		cl.run()
-		return nil, nil, nil, fmt.Errorf("open %s and %s on a mem link: %w", nameA, nameB, err)
-	}
-	la, lb := link.NewMemPair(orDefault(lf.MTU, defaultLinkMTU))
-	var linkA, linkB link.Link = la, lb
-	if linkA, err = lf.withFaults(linkA, nameA); err != nil {
-		la.Close()
-		lb.Close()
-		return fail(err)
-	}
-	linkB, _ = lf.withFaults(linkB, nameB)
-	wrap, err := lf.capture(&cl)
-	if err != nil {
-		linkA.Close()
-		linkB.Close()
-		return fail(err)
-	}
-	cfgA := rxe.Config{Name: nameA, Link: wrap(linkA), Seed: lf.Seed}
-	cfgB := rxe.Config{Name: nameB, Link: linkB, Seed: lf.Seed + 1}
-	if lf.Seed == 0 {
-		cfgB.Seed = 0
-	}
-	deviceAddrs(&cfgA, addrA)
-	deviceAddrs(&cfgB, addrB)
-	if a, err = startDevice(cfgA, &cl); err != nil {
-		linkB.Close()
-		return fail(err)
-	}
-	if b, err = startDevice(cfgB, &cl); err != nil {
-		return fail(err)
-	}
-	return a, b, cl.run, nil
+	return a, b, closeFn, nil
 }
 
-// udpSocketBuffer is the SO_RCVBUF/SO_SNDBUF the udp link asks for. With the
-// kernel's default the receive buffer overflows under a window of 64 KiB
-// WRITEs (RcvbufErrors climbs) and RC stalls on retransmit timeouts.
-const udpSocketBuffer = 4 << 20
+// flagError names the flag behind a device error a user can fix with one:
+// the capture file (--pcap) is the one the device cannot check in advance.
+func flagError(err error, cfg verbsapi.LinkConfig) error {
+	if errors.Is(err, verbsapi.ErrCapture) {
+		return fmt.Errorf("--pcap %s: %w", cfg.Pcap, err)
+	}
+	return err
+}

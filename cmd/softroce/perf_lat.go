@@ -4,8 +4,8 @@ package main
 // run_iter_lat for READ and atomics, and their main sequences).
 
 import (
+	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/softroce/softroce/verbsapi"
@@ -76,7 +76,7 @@ func (p *perf) latWrite(size uint64) ([]int64, error) {
 	for scnt, rcnt := 0, 0; scnt < o.iters || rcnt < o.iters; {
 		if rcnt < o.iters && !(scnt < 1 && !p.client) {
 			rcnt++
-			if err := p.spinOn(buf, pollBuf, byte(rcnt)); err != nil {
+			if err := p.waitWrite(pollBuf, byte(rcnt)); err != nil {
 				return nil, err
 			}
 		}
@@ -95,33 +95,17 @@ func (p *perf) latWrite(size uint64) ([]int64, error) {
 	return posted, nil
 }
 
-// spinOn waits until buf[i] == v, the peer's RDMA WRITE having landed, as
-// perftest spins on a volatile byte. This read races with the device's
-// write by design (the race detector says so in a -race build): a byte-sized
-// read observes some write under Go's memory model, and the device lock
-// taken each round (any device call takes it) keeps the compiler from
-// hoisting the load out of the loop and publishes a write that finished
-// before it.
-func (p *perf) spinOn(buf []byte, i int, v byte) error {
-	d := p.ctx.Device()
-	deadline := time.Now().Add(30 * time.Second)
-	for spin := 0; ; spin++ {
-		d.HasOutput()
-		if buf[i] == v {
-			return nil
-		}
-		if spin%1024 == 1023 && time.Now().After(deadline) {
-			return fmt.Errorf("no write from the peer in 30 s (waiting for %d at byte %d)", v, i)
-		}
-		// Spin briefly, then back off: a process that never sleeps
-		// starves its own device's goroutines, and the peer's, of the
-		// CPUs that would deliver the write.
-		if spin < 200 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Duration(min(1<<min(spin-200, 6), 50)) * time.Microsecond)
-		}
+// waitWrite waits until byte i of the buffer is v, the peer's RDMA WRITE
+// having landed, as perftest spins on a volatile byte (verbsapi's
+// MR.WaitByte, which reads under the device lock). 30 s without the write
+// is an error.
+func (p *perf) waitWrite(i int, v byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.mr.WaitByte(ctx, i, v); err != nil {
+		return fmt.Errorf("no write from the peer (waiting for %d at byte %d): %w", v, i, err)
 	}
+	return nil
 }
 
 // latSend is send_lat.c's loop body for one size: ctx_set_recv_wqes, a

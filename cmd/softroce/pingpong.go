@@ -537,16 +537,13 @@ func (pp *pingpong) validate(wc *verbsapi.WC) {
 	}
 }
 
-// drainDevice gives the device a moment to send what its QPs still owe the
-// peer before the caller closes it: the ACK of the last message above all,
-// which the responder queues when it completes the receive, so a side that
-// stops as soon as it sees the completion could otherwise leave the peer
-// retrying into the void. It waits until no QP has output (at most 200 ms),
-// then 10 ms more for the frames to leave the link.
+// drainDevice lets the device send what its QPs still owe the peer before
+// the caller closes it: the ACK of the last message above all, which the
+// responder queues when it completes the receive, so a side that stops as
+// soon as it sees the completion could otherwise leave the peer retrying
+// into the void (verbsapi's Context.Flush, bounded to a second).
 func drainDevice(c *verbsapi.Context) {
-	d := c.Device()
-	for deadline := time.Now().Add(200 * time.Millisecond); d.HasOutput() && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.Flush(ctx)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softroce/softroce/replay"
 	"github.com/softroce/softroce/rxe/link"
+	"github.com/softroce/softroce/verbsapi"
 )
 
 // runReplaySend sends one side's frames of the capture to a live peer
@@ -46,12 +47,11 @@ func runReplaySend(cmd *cobra.Command, c *replay.Capture, rf *replayFlags) error
 		return exitError{exitTrouble, fmt.Errorf("%s: %s sent no RoCE frames", c.Name, side)}
 	}
 
-	mtu := orDefault(lf.MTU, defaultLinkMTU)
-	var cl linkClosers
-	closed := false
+	mtu := orDefault(lf.MTU, verbsapi.DefaultMTU)
+	var closeLink func() error
 	defer func() {
-		if !closed {
-			cl.run()
+		if closeLink != nil {
+			closeLink()
 		}
 	}()
 	var l link.Link
@@ -75,17 +75,22 @@ func runReplaySend(cmd *cobra.Command, c *replay.Capture, rf *replayFlags) error
 	default:
 		return usageError{fmt.Errorf("--link %q: replay --to needs udp or tap", lf.Link)}
 	}
-	if l, err = lf.withFaults(l, "replay"); err != nil {
+	cfg, err := lf.config()
+	if err != nil {
 		l.Close()
 		return usageError{err}
 	}
-	wrap, err := lf.capture(&cl)
+	l, closeCapture, err := cfg.Middleware(l, "replay")
 	if err != nil {
-		l.Close()
 		return exitError{exitTrouble, err}
 	}
-	l = wrap(l)
-	cl.add(l.Close)
+	closeLink = func() error {
+		errLink := l.Close()
+		if err := closeCapture(); err != nil {
+			return err
+		}
+		return errLink
+	}
 
 	rw := replay.Rewrite{Src: ap.Addr(), Dst: to, SrcMAC: l.MAC()}
 	if port, ok := link.FixedSourcePort(l); ok {
@@ -127,8 +132,9 @@ func runReplaySend(cmd *cobra.Command, c *replay.Capture, rf *replayFlags) error
 	}
 	fmt.Fprintf(out, "sent %d frames\n", len(frames))
 	counters := link.Counters(l)
-	closed = true
-	if err := cl.run(); err != nil {
+	closeFn := closeLink
+	closeLink = nil
+	if err := closeFn(); err != nil {
 		return exitError{exitTrouble, err}
 	}
 	dropped := uint64(0)
