@@ -3,8 +3,9 @@
 // so that code ported from C, and people who know verbs, find their way:
 //
 //	libibverbs                          verbsapi
+//	(rdma link add rxe0 type rxe ...)   NewDevice(name, LinkConfig), NewDevicePair / Device.Close
 //	ibv_get_device_list                 Devices (devices this process Registered)
-//	ibv_open_device / ibv_close_device  Open(name), OpenDevice(*rxe.Device) / Context.Close
+//	ibv_open_device / ibv_close_device  Device.Open, Open(name), OpenDevice(*rxe.Device) / Context.Close
 //	ibv_query_device, ibv_query_port    Context.QueryDevice, Context.QueryPort
 //	ibv_query_gid, ibv_query_gid_table  Context.QueryGID, Context.QueryGIDTable
 //	ibv_alloc_pd / ibv_dealloc_pd       Context.AllocPD / PD.Dealloc
@@ -19,12 +20,16 @@
 //	ibv_post_send / ibv_post_recv       QP.PostSend(*SendWR), QP.PostSendList / QP.PostRecv(*RecvWR)
 //	ibv_create_srq / ibv_modify_srq     PD.CreateSRQ / SRQ.ModifyLimit, SRQ.PostRecv, SRQ.Destroy
 //	ibv_create_ah / ibv_destroy_ah      PD.CreateAH(AHAttr) / AH.Destroy; SendWR.AH = ah.AV()
-//	ibv_get_async_event                 Context.GetAsyncEvent(ctx), Context.PollAsyncEvent
+//	ibv_get_async_event                 Context.GetAsyncEvent(ctx), Context.PollAsyncEvent (per context)
+//	(spinning on a volatile byte)       MR.WaitByte(ctx, off, v), MR.Load: wait for a remote WRITE
+//	(drain before close)                Context.Flush(ctx): the device sends what its QPs owe
 //
 // The work request, completion, attribute and flag types are the transport
 // engine's (package qp), re-exported here as aliases (SendWR, RecvWR, SGE,
 // WC, QPAttr, the IBV_* constants as WCSuccess, QPAttrState, AccessRemoteRead
-// and so on), so a user imports verbsapi only. A work request is one Go
+// and so on), as are the device's (PortActive, AtomicHCA, DevCap*), so a user
+// imports verbsapi only: NewDevice builds a device on a udp, tap or mem link
+// from a LinkConfig, and the examples use nothing else. A work request is one Go
 // value, not a linked list; PostSendList posts several and reports the index
 // of the first that failed, as bad_wr does.
 //
