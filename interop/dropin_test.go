@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // The drop-in cases: Debian's own ibv_*_pingpong and perftest binaries,
@@ -14,24 +16,25 @@ import (
 // in front of the system's), against the same binaries on kernel rxe in the
 // guest. Issue #7's rxe pairings.
 
-// buildDropIn builds libibverbs/ and returns its directory, or "" (and says
+// buildDropIn builds dropin/libibverbs/ and returns its directory, or "" (and says
 // why in the log) when it cannot be built here: the drop-in cases are then
-// left out and the rest of the suite still runs.
+// left out and the rest of the suite still runs. Under CI (CI=true) that is
+// a failure instead: the drop-in's interop evidence must not vanish.
 func buildDropIn(t *testing.T, ctx context.Context) string {
 	for _, prog := range []string{"ibv_rc_pingpong", "ib_write_bw"} {
 		if _, err := exec.LookPath(prog); err != nil {
-			t.Logf("drop-in cases left out: %s is not installed (apt-get install ibverbs-utils perftest)", prog)
+			dropInLeftOut(t, "drop-in cases left out: %s is not installed (apt-get install ibverbs-utils perftest)", prog)
 			return ""
 		}
 	}
-	dir, err := filepath.Abs("../libibverbs")
+	dir, err := filepath.Abs("../dropin/libibverbs")
 	if err != nil {
-		t.Logf("drop-in cases left out: %v", err)
+		dropInLeftOut(t, "drop-in cases left out: %v", err)
 		return ""
 	}
 	out, err := exec.CommandContext(ctx, "make", "-C", dir).CombinedOutput()
 	if err != nil {
-		t.Logf("drop-in cases left out: make -C libibverbs: %v\n%s", err, out)
+		dropInLeftOut(t, "drop-in cases left out: make -C dropin/libibverbs: %v\n%s", err, out)
 		return ""
 	}
 	return dir
@@ -83,4 +86,14 @@ func dropInCases() []hostCase {
 		cs = append(cs, hc)
 	}
 	return cs
+}
+
+// dropInLeftOut logs why the drop-in cases cannot run, and fails the test
+// under CI, where .ci/run installs everything they need.
+func dropInLeftOut(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if testenv.CI() {
+		t.Fatalf(format, args...)
+	}
+	t.Logf(format, args...)
 }

@@ -130,7 +130,10 @@ func TestPerfAllSizes(t *testing.T) {
 	require.Len(t, rows, 23)
 	for i, r := range rows {
 		assert.Equal(t, float64(uint64(2)<<i), r[0])
-		assert.Greater(t, r[3], 0.0)
+		// The message rate, printed with six decimals: 5 messages of 2
+		// bytes take long enough on a busy machine for the bandwidth,
+		// printed with two, to round to 0.00 MB/s.
+		assert.Greater(t, r[4], 0.0)
 	}
 }
 

@@ -6,13 +6,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/softroce/softroce/dropin"
 )
 
 func init() { register(newRunCmd) }
@@ -34,9 +34,10 @@ run starts a device on the link the flags describe, serves it on a private
 socket for as long as PROGRAM runs, and closes it afterwards.
 
 run finds the library with --lib, else $SOFTROCE_LIBDIR, else in a
-libibverbs/ directory next to the softroce binary or in the current directory
-or one of its parents; in a source checkout it runs make there first (gcc and
-libibverbs-dev), so the library is always built from the current sources.
+libibverbs/ directory next to the softroce binary, else in dropin/libibverbs/
+of the source checkout holding the current directory; in a checkout it runs
+make there first (gcc and libibverbs-dev), so the library is always built
+from the current sources.
 
 run is equivalent to starting 'softroce daemon' and running
   SOFTROCE_SOCKET=SOCKET LD_LIBRARY_PATH=LIBDIR PROGRAM ARGS
@@ -54,30 +55,29 @@ It exits with PROGRAM's status.`,
 		if len(args) == 0 {
 			return usageError{errNoProgram}
 		}
-		libDir, err := findLibDir(lib)
+		libDir, err := dropin.FindLib(lib)
 		if err != nil {
 			return exitError{exitTrouble, err}
 		}
-		sock := defaultSocket(socket)
-		if !daemonAnswers(sock) {
+		sock := dropin.SocketPath(socket)
+		if !dropin.Answers(sock) {
 			dir, err := os.MkdirTemp("", "softroce-run-")
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
 			defer os.RemoveAll(dir)
 			sock = filepath.Join(dir, "softroce.sock")
-			d, err := startDaemon(*lf, name, sock)
+			stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr())
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
-			defer d.Close()
+			defer stop()
 		}
 		prog := exec.Command(args[0], args[1:]...)
 		prog.Stdin = os.Stdin
 		prog.Stdout = cmd.OutOrStdout()
 		prog.Stderr = cmd.ErrOrStderr()
-		prog.Env = append(os.Environ(), "SOFTROCE_SOCKET="+sock,
-			"LD_LIBRARY_PATH="+joinPath(libDir, os.Getenv("LD_LIBRARY_PATH")))
+		prog.Env = dropin.Env(os.Environ(), libDir, sock)
 		err = prog.Run()
 		var ee *exec.ExitError
 		switch {
@@ -92,75 +92,3 @@ It exits with PROGRAM's status.`,
 }
 
 var errNoProgram = errors.New("no program to run: softroce run [flags] -- PROGRAM [ARGS]")
-
-func joinPath(dir, rest string) string {
-	if rest == "" {
-		return dir
-	}
-	return dir + string(os.PathListSeparator) + rest
-}
-
-// daemonAnswers reports whether something accepts connections on path.
-func daemonAnswers(path string) bool {
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// findLibDir locates the directory of the built libibverbs.so.1.
-func findLibDir(flag string) (string, error) {
-	const so = "libibverbs.so.1"
-	if flag == "" {
-		flag = os.Getenv("SOFTROCE_LIBDIR")
-	}
-	if flag != "" {
-		if _, err := os.Stat(filepath.Join(flag, so)); err != nil {
-			return "", fmt.Errorf("--lib %s: %w (build it with make -C libibverbs)", flag, err)
-		}
-		return filepath.Abs(flag)
-	}
-	var tried []string
-	var starts []string
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			starts = append(starts, d)
-			if d == filepath.Dir(d) {
-				break
-			}
-		}
-	}
-	for _, d := range starts {
-		cand := filepath.Join(d, "libibverbs")
-		tried = append(tried, cand)
-		if err := makeLib(cand); err != nil {
-			return "", err
-		}
-		if _, err := os.Stat(filepath.Join(cand, so)); err == nil {
-			return cand, nil
-		}
-	}
-	return "", fmt.Errorf("no built %s in %s: run make -C libibverbs, or pass --lib", so, strings.Join(tried, ", "))
-}
-
-// makeLib brings the library in a source checkout's libibverbs/ up to date,
-// so that run works straight after a clone or a pull: nothing to do where
-// dir holds no Makefile (an installed copy) or make is not installed.
-func makeLib(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
-		return nil
-	}
-	if _, err := exec.LookPath("make"); err != nil {
-		return nil
-	}
-	out, err := exec.Command("make", "-s", "-C", dir, "libibverbs.so.1").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("make -C %s (needs gcc and libibverbs-dev): %w\n%s", dir, err, out)
-	}
-	return nil
-}

@@ -27,6 +27,7 @@ var rank = map[string]int{
 	"fault":             0,
 	"oob":               0,
 	"internal/archtest": 0,
+	"internal/testenv":  0,
 
 	"pcapio":     1, // capture files, over packet
 	"qp":         1, // the transport engine, over packet
@@ -40,6 +41,9 @@ var rank = map[string]int{
 	"verbsapi": 4,
 	"sim":      4,
 	"replay":   4,
+
+	// Subsystems over the verbs API.
+	"dropin": 5,
 
 	// Commands and the kernel-interop harness wire everything together.
 	"cmd/softroce": 6,

@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_proto.go: the wire format of libibverbs/proto.h, the protocol the
+// proto.go: the wire format of libibverbs/proto.h, the protocol the
 // drop-in libibverbs.so.1 speaks to the daemon. The structs mirror proto.h's
 // packed structs field for field and must change with it
 // (TestWireStructSizes compares their sizes with gcc's).

@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_mrlimit.go: how much of its address space the daemon lends to
+// mrlimit.go: how much of its address space the daemon lends to
 // memory regions. The device's MR size is unlimited (MaxMRSize is 2^64-1,
 // as rxe reports), and a region costs the program nothing but a sparse
 // memfd, yet the daemon maps every region whole: without a cap one program
@@ -12,27 +12,19 @@ import (
 	"syscall"
 )
 
-const (
-	// maxConnMRBytes caps the bytes of regions one connection has mapped
-	// into the daemon: far more than any real program registers, and
-	// small enough that a few connections cannot exhaust the daemon.
-	maxConnMRBytes = 1 << 40 // 1 TiB
-	// maxDaemonMRBytes caps the regions of all connections together, an
-	// eighth of the 128 TiB a process has on x86-64 (47-bit addresses), so
-	// that programs opening many connections cannot exhaust it either.
-	maxDaemonMRBytes = 16 << 40 // 16 TiB
-)
+// The caps themselves are Server.MaxConnMRBytes and MaxMRBytes (defaults
+// DefaultMaxConnMRBytes, DefaultMaxMRBytes in server.go).
 
 // reserveMR counts n more mapped bytes against the connection's and the
 // daemon's caps, or answers ENOMEM (as the kernel does when registering
 // would exceed a limit) and counts nothing. Called with c.mu held.
 func (c *conn) reserveMR(n uint64) syscall.Errno {
-	if n > maxConnMRBytes-c.mrBytes {
+	if n > c.d.maxConnMRBytes()-c.mrBytes {
 		return syscall.ENOMEM
 	}
 	for {
 		all := c.d.mrBytes.Load()
-		if n > maxDaemonMRBytes-all {
+		if n > c.d.maxMRBytes()-all {
 			return syscall.ENOMEM
 		}
 		if c.d.mrBytes.CompareAndSwap(all, all+n) {
@@ -53,7 +45,7 @@ func (c *conn) releaseMR(n uint64) {
 // and the caps above. A failed system call passes its errno on (ENOMEM
 // when the daemon is out of address space); a bad request is EINVAL.
 func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, syscall.Errno) {
-	if r.Length > c.d.ctx.QueryDevice().MaxMRSize {
+	if r.Length > c.ctx.QueryDevice().MaxMRSize {
 		return nil, syscall.EINVAL
 	}
 	start, end, err := checkPieces(r, pieces, len(fds))

@@ -5,9 +5,9 @@
 # write`, softroce's own perftest twin, with the same size, count and links.
 # The difference is the cost of the drop-in's socket round trip per verb.
 #
-#   bash libibverbs/tests/bw-compare.sh [SIZE [ITERS]]     (default 65536 5000)
+#   bash dropin/libibverbs/tests/bw-compare.sh [SIZE [ITERS]]     (default 65536 5000)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 size=${1:-65536}
 iters=${2:-5000}
@@ -21,8 +21,8 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/softroce" ./cmd/softroce
-make -s -C libibverbs >/dev/null
-lib=$PWD/libibverbs
+make -s -C dropin/libibverbs >/dev/null
+lib=$PWD/dropin/libibverbs
 port=18600
 
 row() { grep -E "^ *$size +$iters " "$1" || { echo "no result row in $1:"; cat "$1"; exit 1; }; }

@@ -1,14 +1,15 @@
-package main
+package dropin
 
-// daemon_conn.go: one client connection, which is one ibv_context of a
+// conn.go: one client connection, which is one ibv_context of a
 // program. The connection names the objects it creates by handles of its
 // own, so that a program can reach only what it created, and it destroys
 // them all when the program goes away, crashed or not.
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
-	"os"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -16,10 +17,12 @@ import (
 	"github.com/softroce/softroce/verbsapi"
 )
 
-// conn is the daemon's side of one connection.
+// conn is the server's side of one connection.
 type conn struct {
-	d *daemon
-	w *wire
+	d   *Server
+	ctx *verbsapi.Context // the program's own verbs context
+	pid int32             // the program's, for log lines
+	w   *wire
 	// outFD is the descriptor to send with the current answer, or -1.
 	outFD int
 
@@ -36,8 +39,14 @@ type conn struct {
 	srqs  map[uint32]*connSRQ
 	ahs   map[uint32]*verbsapi.AH
 	async eventQueue[wireAsyncEvent]
+	// owners maps the connection's QPs, CQs and SRQs to their handles,
+	// for the events about them.
+	owners owners
+	// reason is why the current call failed, when it failed on an error
+	// with more to say than its errno (see errnoOf), for the log.
+	reason error
 	// mrBytes counts the bytes of the connection's region mappings, up
-	// to maxConnMRBytes (daemon_mrlimit.go).
+	// to maxConnMRBytes (mrlimit.go).
 	mrBytes uint64
 
 	// Scratch for the data path, reused from call to call.
@@ -70,13 +79,18 @@ type connSRQ struct {
 	events uint32 // async events delivered
 }
 
-func newConn(d *daemon, uc *net.UnixConn) *conn {
-	return &conn{
-		d: d, w: newWire(uc), outFD: -1,
+func newConn(d *Server, ctx *verbsapi.Context, uc *net.UnixConn) *conn {
+	c := &conn{
+		d: d, ctx: ctx, w: newWire(uc), outFD: -1,
 		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, mws: map[uint32]*verbsapi.MW{},
 		chans: map[uint32]*connChan{}, cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{},
 		srqs: map[uint32]*connSRQ{}, ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),
 	}
+	c.owners.init()
+	if cred, ok := peerCred(uc); ok {
+		c.pid = cred.Pid
+	}
+	return c
 }
 
 // handle returns a new handle. Handles grow from 1 and are not reused
@@ -90,14 +104,30 @@ func (c *conn) handle() uint32 {
 	return c.next
 }
 
-// serve answers one client's calls until it hangs up or breaks the framing,
-// then destroys what the client left.
-func (d *daemon) serve(uc *net.UnixConn) {
-	c := newConn(d, uc)
-	defer c.cleanup()
+// serve answers one program's calls until it hangs up or breaks the
+// framing, then destroys what the program left.
+func (d *Server) serve(uc *net.UnixConn) {
+	ctx, err := d.Device.Open()
+	if err != nil {
+		d.logf("refused a program: %v", err)
+		return
+	}
+	c := newConn(d, ctx, uc)
+	events := make(chan struct{})
+	go func() {
+		defer close(events)
+		c.routeAsyncEvents()
+	}()
+	defer func() {
+		c.cleanup()
+		<-events // the context's Close, in cleanup, ends the routing
+	}()
 	var r request
 	for {
 		if err := c.w.read(&r); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				d.logf("program pid %d: dropped: %v", c.pid, err)
+			}
 			return
 		}
 		errno, err := c.run(&r)
@@ -105,8 +135,11 @@ func (d *daemon) serve(uc *net.UnixConn) {
 		// keeps them.
 		r.closeFDs()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "softroce daemon: dropping a client: %v\n", err)
+			d.logf("program pid %d: dropped: %v", c.pid, err)
 			return
+		}
+		if errno != 0 && errno != syscall.EAGAIN {
+			c.logRefused(&r, errno)
 		}
 		fd := c.outFD
 		if errno != 0 {
@@ -126,6 +159,7 @@ func (d *daemon) serve(uc *net.UnixConn) {
 func (c *conn) run(r *request) (errno syscall.Errno, err error) {
 	c.w.reset()
 	c.outFD = -1
+	c.reason = nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer func() {
@@ -232,12 +266,12 @@ func (c *conn) cleanup() {
 	defer c.mu.Unlock()
 	for h, q := range c.qps {
 		q.qp.Destroy()
-		c.d.owners.drop(q.qp)
+		c.owners.drop(q.qp)
 		delete(c.qps, h)
 	}
 	for h, s := range c.srqs {
 		s.srq.Destroy()
-		c.d.owners.drop(s.srq)
+		c.owners.drop(s.srq)
 		delete(c.srqs, h)
 	}
 	for h, a := range c.ahs {
@@ -256,7 +290,7 @@ func (c *conn) cleanup() {
 	}
 	for h, cq := range c.cqs {
 		cq.cq.Destroy()
-		c.d.owners.drop(cq.cq)
+		c.owners.drop(cq.cq)
 		delete(c.cqs, h)
 	}
 	for h, ch := range c.chans {
@@ -268,4 +302,17 @@ func (c *conn) cleanup() {
 		delete(c.pds, h)
 	}
 	c.async.close()
+	// Whatever the loops above could not destroy (a destroy that failed),
+	// the context's Close takes with it.
+	c.ctx.Close()
+}
+
+// logRefused logs a refused request with its reason, rate-limited: the
+// program sees only the errno.
+func (c *conn) logRefused(r *request, errno syscall.Errno) {
+	why := "malformed or inconsistent request"
+	if c.reason != nil {
+		why = c.reason.Error()
+	}
+	c.d.logf("program pid %d: %s refused: %v (%s)", c.pid, opName(r.op), errno, why)
 }

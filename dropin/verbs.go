@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_verbs.go: the control verbs (PD, CQ, QP, SRQ, AH), each a
+// verbs.go: the control verbs (PD, CQ, QP, SRQ, AH), each a
 // translation between proto.h's records and verbsapi on the daemon's one
 // context, with the connection's handles in place of objects.
 
@@ -38,6 +38,15 @@ func errnoOf(err error) syscall.Errno {
 	return syscall.EINVAL
 }
 
+// errnoOf is the package's errnoOf that also keeps err as the reason of
+// the call's failure, for the log line the server writes about it.
+func (c *conn) errnoOf(err error) syscall.Errno {
+	if err != nil {
+		c.reason = err
+	}
+	return errnoOf(err)
+}
+
 // toInt converts a count from the wire, refusing what does not fit an
 // int32 (the verbs' own type for these counts).
 func toInt(v uint32) (int, bool) { return int(v), v <= math.MaxInt32 }
@@ -46,9 +55,9 @@ func (c *conn) allocPD(b []byte) syscall.Errno {
 	if len(b) != 0 {
 		return syscall.EINVAL
 	}
-	pd, err := c.d.ctx.AllocPD()
+	pd, err := c.ctx.AllocPD()
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.pds[h] = pd
@@ -62,7 +71,7 @@ func (c *conn) deallocPD(b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if err := c.pds[h].Dealloc(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	delete(c.pds, h)
 	return 0
@@ -86,13 +95,13 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 		ch = cc.ch
 	}
 	// comp_vector picks an interrupt vector: softroce has none to pick.
-	cq, err := c.d.ctx.CreateCQ(cqe, ch)
+	cq, err := c.ctx.CreateCQ(cqe, ch)
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.cqs[h] = &connCQ{cq: cq, channel: r.Channel}
-	c.d.owners.add(cq, c, h)
+	c.owners.add(cq, c, h)
 	c.w.put(wireCQ{Handle: h, CQE: uint32(cq.Depth())})
 	return 0
 }
@@ -104,9 +113,9 @@ func (c *conn) destroyCQ(b []byte) syscall.Errno {
 	}
 	cq := c.cqs[h]
 	if err := cq.cq.Destroy(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
-	c.d.owners.drop(cq.cq)
+	c.owners.drop(cq.cq)
 	delete(c.cqs, h)
 	if cc := c.chans[cq.channel]; cc != nil {
 		cc.events.remove(func(v uint32) bool { return v == h })
@@ -127,7 +136,7 @@ func (c *conn) resizeCQ(b []byte) syscall.Errno {
 	}
 	cq := c.cqs[r.Handle].cq
 	if err := cq.Resize(cqe); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	c.w.put(wireCQ{Handle: r.Handle, CQE: uint32(cq.Depth())})
 	return 0
@@ -192,7 +201,7 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 	}
 	q, err := pd.CreateQP(init)
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	if init.SRQ != nil {
 		// The receive queue is the SRQ's, as the kernel reports it.
@@ -200,7 +209,7 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 	}
 	h := c.handle()
 	c.qps[h] = &connQP{qp: q, init: r}
-	c.d.owners.add(q, c, h)
+	c.owners.add(q, c, h)
 	c.w.put(wireQP{Handle: h, QPNum: q.QPN(), Cap: r.Cap})
 	return 0
 }
@@ -320,9 +329,9 @@ func (c *conn) destroyQP(b []byte) syscall.Errno {
 	}
 	q := c.qps[h]
 	if err := q.qp.Destroy(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
-	c.d.owners.drop(q.qp)
+	c.owners.drop(q.qp)
 	delete(c.qps, h)
 	c.forgetAsync(elemQP, h)
 	c.w.put(wireDestroyQPResp{EventsReported: q.events})
@@ -342,11 +351,11 @@ func (c *conn) createSRQ(b []byte) syscall.Errno {
 	}
 	s, err := c.pds[r.PD].CreateSRQ(verbsapi.SRQInitAttr{MaxWR: maxWR, MaxSGE: maxSGE, Limit: limit})
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.srqs[h] = &connSRQ{srq: s}
-	c.d.owners.add(s, c, h)
+	c.owners.add(s, c, h)
 	c.putSRQ(h, s)
 	return 0
 }
@@ -399,9 +408,9 @@ func (c *conn) destroySRQ(b []byte) syscall.Errno {
 	}
 	s := c.srqs[h]
 	if err := s.srq.Destroy(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
-	c.d.owners.drop(s.srq)
+	c.owners.drop(s.srq)
 	delete(c.srqs, h)
 	c.forgetAsync(elemSRQ, h)
 	c.w.put(wireDestroySRQResp{EventsReported: s.events})
@@ -419,7 +428,7 @@ func (c *conn) createAH(b []byte) syscall.Errno {
 	}
 	ah, err := c.pds[r.PD].CreateAH(attr)
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.ahs[h] = ah
@@ -433,7 +442,7 @@ func (c *conn) destroyAH(b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if err := c.ahs[h].Destroy(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	delete(c.ahs, h)
 	return 0

@@ -1,4 +1,4 @@
-package main
+package dropin
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/rxe"
 	"github.com/softroce/softroce/verbsapi"
 )
@@ -35,8 +36,8 @@ type testClient struct {
 }
 
 // localClient is a client without a socket.
-func localClient(t *testing.T, d *daemon) *testClient {
-	c := newConn(d, nil)
+func localClient(t *testing.T, d *testDaemon) *testClient {
+	c := newTestConn(d)
 	t.Cleanup(c.cleanup)
 	return &testClient{t: t, local: c}
 }
@@ -311,13 +312,13 @@ func (p *program) sge(off, n int) wireSGE {
 }
 
 // gid1 is the daemon's GID at index 1 (its IPv4 address).
-func gid1(t *testing.T, d *daemon) [16]byte {
+func gid1(t *testing.T, d *testDaemon) [16]byte {
 	g, err := d.ctx.QueryGID(1, 1)
 	require.NoError(t, err)
 	return g.As16()
 }
 
-func startTestDaemon(t *testing.T, addr string) (*daemon, string) {
+func startTestDaemon(t *testing.T, addr string) (*testDaemon, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "d.sock")
 	d, err := startDaemon(linkFlags{Link: "mem", Addr: addr}, "rxe9", sock)
@@ -376,11 +377,11 @@ var wireStructs = []struct {
 }
 
 // TestWireStructSizes checks that the Go records have the sizes of every
-// packed struct of libibverbs/proto.h, as gcc lays them out, and that the
+// packed struct of dropin/libibverbs/proto.h, as gcc lays them out, and that the
 // hand-written data-path codecs agree with the records.
 func TestWireStructSizes(t *testing.T) {
-	needTools(t, "gcc")
-	inc, err := filepath.Abs("../../libibverbs")
+	testenv.Tools(t, buildTools, "gcc")
+	inc, err := filepath.Abs("libibverbs")
 	require.NoError(t, err)
 	hdr, err := os.ReadFile(filepath.Join(inc, "proto.h"))
 	require.NoError(t, err)
@@ -434,7 +435,7 @@ func TestWireStructSizes(t *testing.T) {
 func TestDaemonProtocol(t *testing.T) {
 	d, sock := startTestDaemon(t, "10.0.0.9")
 	_, err := startDaemon(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock)
-	require.ErrorContains(t, err, "already serves")
+	require.ErrorContains(t, err, "already answers")
 
 	c := dialDaemon(t, sock)
 	q := func(dev, port, index uint32) []byte { return enc(wireQuery{dev, port, index}) }
@@ -531,7 +532,7 @@ func TestDaemonProtocol(t *testing.T) {
 
 // requireNoResources waits for the daemon to have destroyed every object
 // (connections are cleaned up after they close).
-func requireNoResources(t *testing.T, d *daemon) {
+func requireNoResources(t *testing.T, d *testDaemon) {
 	t.Helper()
 	require.Eventually(t, func() bool { return d.ctx.Device().Resources() == rxe.Resources{} }, 10*time.Second, time.Millisecond,
 		"left: %+v", d.ctx.Device().Resources())

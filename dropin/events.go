@@ -1,9 +1,8 @@
-package main
+package dropin
 
-// daemon_events.go: asynchronous events and completion channels. The device
-// has one stream of asynchronous events; the daemon reads it in one
-// goroutine and hands each event to the connection that owns its QP, CQ or
-// SRQ. A completion channel is a queue of CQ handles per connection. Both
+// events.go: asynchronous events and completion channels. Each connection
+// reads the events of its own verbs context in one goroutine and queues
+// each under the handle of its QP, CQ or SRQ. A completion channel is a queue of CQ handles per connection. Both
 // signal the program through an eventfd in semaphore mode, one count per
 // queued event, which the library reads before asking for the event.
 
@@ -90,8 +89,8 @@ func (e *eventQueue[T]) close() {
 	e.q = nil
 }
 
-// owners maps the daemon's QPs, CQs and SRQs to the connection and handle
-// that own them, for routing the device's events.
+// owners maps a connection's QPs, CQs and SRQs to their handles, for
+// routing the events about them.
 type owners struct {
 	mu sync.Mutex
 	m  map[any]owner
@@ -123,13 +122,13 @@ func (o *owners) get(obj any) (owner, bool) {
 	return w, ok
 }
 
-// routeAsyncEvents reads the device's asynchronous events until ctx ends
-// and queues each on the connection that owns its object. Events about
-// objects already destroyed are dropped.
-func (d *daemon) routeAsyncEvents(ctx context.Context) {
-	defer d.wg.Done()
+// routeAsyncEvents reads the asynchronous events of the connection's own
+// context (verbsapi delivers each event to the context that owns its
+// object) and queues each under its handle, until the context is closed.
+// Events about objects already destroyed are dropped.
+func (c *conn) routeAsyncEvents() {
 	for {
-		e, err := d.ctx.GetAsyncEvent(ctx)
+		e, err := c.ctx.GetAsyncEvent(context.Background())
 		if err != nil {
 			return
 		}
@@ -145,8 +144,8 @@ func (d *daemon) routeAsyncEvents(ctx context.Context) {
 		default:
 			continue
 		}
-		if w, ok := d.owners.get(obj); ok {
-			w.c.queueAsync(obj, wireAsyncEvent{EventType: uint32(e.Type), Kind: kind, Element: w.handle})
+		if w, ok := c.owners.get(obj); ok {
+			c.queueAsync(obj, wireAsyncEvent{EventType: uint32(e.Type), Kind: kind, Element: w.handle})
 		}
 	}
 }
@@ -190,7 +189,7 @@ func (c *conn) asyncFD(b []byte) syscall.Errno {
 	}
 	fd, err := c.async.open()
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	c.outFD = fd
 	return 0
@@ -244,15 +243,15 @@ func (c *conn) createCompChannel(b []byte) syscall.Errno {
 	if len(b) != 0 {
 		return syscall.EINVAL
 	}
-	ch, err := c.d.ctx.CreateCompChannel()
+	ch, err := c.ctx.CreateCompChannel()
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	cc := &connChan{ch: ch, events: newEventQueue[uint32]()}
 	fd, err := cc.events.open()
 	if err != nil {
 		ch.Destroy()
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	cc.stop = stop
@@ -274,7 +273,7 @@ func (c *conn) gatherCompEvents(ctx context.Context, h uint32, cc *connChan) {
 		if err != nil {
 			return
 		}
-		w, ok := c.d.owners.get(cq)
+		w, ok := c.owners.get(cq)
 		if !ok || w.c != c {
 			continue
 		}
@@ -296,7 +295,7 @@ func (c *conn) destroyCompChannel(b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if err := cc.ch.Destroy(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	cc.stop()
 	cc.events.close()

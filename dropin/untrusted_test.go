@@ -1,4 +1,4 @@
-package main
+package dropin
 
 import (
 	"encoding/binary"
@@ -94,19 +94,19 @@ func TestDaemonMRCap(t *testing.T) {
 	c := dialDaemon(t, sock)
 	pd := c.handle(opAllocPD, nil)
 	const base = 0x100000000000
-	fd := sparseMemfd(t, maxConnMRBytes+8192)
+	fd := sparseMemfd(t, DefaultMaxConnMRBytes+8192)
 	reg := func(addr, n uint64) (syscall.Errno, wireMR) {
 		return c.regMR(pd, addr, n, []wireMRPiece{{VAddr: addr, Len: n}}, fd)
 	}
 
-	errno, _ := reg(base, maxConnMRBytes+4096)
+	errno, _ := reg(base, DefaultMaxConnMRBytes+4096)
 	assert.Equal(t, syscall.ENOMEM, errno, "one region past the cap")
 
-	errno, big := reg(base, maxConnMRBytes-4096)
+	errno, big := reg(base, DefaultMaxConnMRBytes-4096)
 	require.Zero(t, errno)
 	errno, small := reg(base, 4096)
 	require.Zero(t, errno, "up to the cap")
-	assert.EqualValues(t, maxConnMRBytes, d.mrBytes.Load())
+	assert.EqualValues(t, DefaultMaxConnMRBytes, d.mrBytes.Load())
 	errno, _ = reg(base, 4096)
 	assert.Equal(t, syscall.ENOMEM, errno, "past the cap")
 
@@ -131,8 +131,8 @@ func TestDaemonMRCap(t *testing.T) {
 // connections than a test can map.
 func TestDaemonReserveMR(t *testing.T) {
 	d, _ := startTestDaemon(t, "10.0.0.9")
-	a, b := newConn(d, nil), newConn(d, nil)
-	d.mrBytes.Store(maxDaemonMRBytes - 4096)
+	a, b := newTestConn(d), newTestConn(d)
+	d.mrBytes.Store(DefaultMaxMRBytes - 4096)
 	assert.Equal(t, syscall.ENOMEM, a.reserveMR(8192), "past the daemon's cap")
 	assert.Zero(t, a.mrBytes)
 	require.Zero(t, a.reserveMR(4096))
@@ -140,7 +140,7 @@ func TestDaemonReserveMR(t *testing.T) {
 	a.releaseMR(4096)
 	assert.Zero(t, b.reserveMR(4096))
 	b.releaseMR(4096)
-	assert.EqualValues(t, maxDaemonMRBytes-4096, d.mrBytes.Load())
+	assert.EqualValues(t, DefaultMaxMRBytes-4096, d.mrBytes.Load())
 	d.mrBytes.Store(0)
 }
 
@@ -258,7 +258,9 @@ func TestDaemonSocketAccess(t *testing.T) {
 	c, err := net.Dial("unix", sock)
 	require.NoError(t, err)
 	defer c.Close()
-	assert.True(t, peerAllowed(c.(*net.UnixConn)), "this process runs as the daemon's user")
+	cred, ok := peerCred(c.(*net.UnixConn))
+	require.True(t, ok)
+	assert.True(t, uidAllowed(cred.Uid, uint32(os.Getuid())), "this process runs as the daemon's user")
 
 	for _, tc := range []struct {
 		uid, self uint32

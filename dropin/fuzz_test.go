@@ -1,4 +1,4 @@
-package main
+package dropin
 
 import (
 	"path/filepath"
@@ -21,6 +21,9 @@ var fuzzOps = []uint32{
 	opCreateQP, opModifyQP, opQueryQP, opDestroyQP, opPostSend, opPostRecv,
 	opCreateSRQ, opModifySRQ, opQuerySRQ, opDestroySRQ, opPostSRQRecv,
 	opCreateAH, opDestroyAH,
+	// Appended, so that the indexes above (and the seeds) keep their ops:
+	// re-registration and memory windows, which bind to regions and QPs.
+	opReregMR, opAllocMW, opDeallocMW,
 }
 
 // fuzzRecord is one request in a fuzz input: op index, body length, body.
@@ -50,6 +53,9 @@ func FuzzDaemonCalls(f *testing.F) {
 		Mask: uint32(verbsapi.QPAttrState | verbsapi.QPAttrPKeyIndex | verbsapi.QPAttrPort | verbsapi.QPAttrAccessFlags), Attr: rts}))...)
 	seed = append(seed, fuzzRecord(opPostRecv, enc(wirePost{Handle: 3, NWR: 1}, wireRecvWR{WRID: 1, NumSGE: 1}, wireSGE{Addr: 4096, Length: 8, LKey: 5}))...)
 	seed = append(seed, fuzzRecord(opCreateAH, enc(wireCreateAH{PD: 1, Attr: wireAHAttr{DGID: gid, IsGlobal: 1, PortNum: 1}}))...)
+	seed = append(seed, fuzzRecord(opAllocMW, enc(wireAllocMW{PD: 1, Type: 2}))...)
+	seed = append(seed, fuzzRecord(opReregMR, enc(wireReregMR{Handle: 1, Flags: 4, Access: 1}))...)
+	seed = append(seed, fuzzRecord(opDeallocMW, enc(wireHandle{1}))...)
 	seed = append(seed, fuzzRecord(opCreateSRQ, enc(wireCreateSRQ{PD: 1, MaxWR: 4, MaxSGE: 1}))...)
 	seed = append(seed, fuzzRecord(opPollCQ, enc(wirePollCQ{Handle: 2, Max: 4}))...)
 	seed = append(seed, fuzzRecord(opDestroyQP, enc(wireHandle{3}))...)
@@ -62,7 +68,7 @@ func FuzzDaemonCalls(f *testing.F) {
 	f.Cleanup(func() { d.Close() })
 
 	f.Fuzz(func(t *testing.T, in []byte) {
-		c := newConn(d, nil)
+		c := newTestConn(d)
 		for len(in) >= 2 {
 			op := fuzzOps[int(in[0])%len(fuzzOps)]
 			n := min(int(in[1]), len(in)-2)

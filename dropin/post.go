@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_post.go: the data path (POST_SEND, POST_RECV, POST_SRQ_RECV,
+// post.go: the data path (POST_SEND, POST_RECV, POST_SRQ_RECV,
 // POLL_CQ). Requests are decoded by hand into per-connection scratch
 // values: no allocation per work request or completion.
 
@@ -26,7 +26,7 @@ func (c *conn) pollCQ(b []byte) syscall.Errno {
 	}
 	n, err := c.cqs[r.Handle].cq.Poll(c.wcs[:max])
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	for i := range n {
 		c.w.putWC(&c.wcs[i])
@@ -141,7 +141,7 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah.AV(), w.RemoteQPN, w.RemoteQKey
 		}
 		if err := q.qp.PostSend(wr); err != nil {
-			return c.postFail(i, errnoOf(err))
+			return c.postFail(i, c.errnoOf(err))
 		}
 	}
 	c.w.put(wirePostResp{})
@@ -179,7 +179,7 @@ func (c *conn) postRecv(b []byte, srq bool) syscall.Errno {
 		*wr = verbsapi.RecvWR{ID: w.WRID, SGL: c.sgl(b, nsge)}
 		b = b[nsge*sizeSGE:]
 		if err := post(wr); err != nil {
-			return c.postFail(i, errnoOf(err))
+			return c.postFail(i, c.errnoOf(err))
 		}
 	}
 	c.w.put(wirePostResp{})

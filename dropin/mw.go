@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_mw.go: memory windows. ALLOC_MW and DEALLOC_MW manage them; they
+// mw.go: memory windows. ALLOC_MW and DEALLOC_MW manage them; they
 // are bound by BIND_MW work requests in POST_SEND (bindMW), which is also
 // how the library implements ibv_bind_mw, as rdma-core's rxe provider does:
 // the window's next rkey is chosen by the library, so the daemon keeps no
@@ -25,7 +25,7 @@ func (c *conn) allocMW(b []byte) syscall.Errno {
 	}
 	mw, err := c.pds[r.PD].AllocMW(t)
 	if err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.mws[h] = mw
@@ -40,7 +40,7 @@ func (c *conn) deallocMW(b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if err := c.mws[h].Dealloc(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	delete(c.mws, h)
 	return 0

@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_query.go: the query calls (device list, device, port, GID, P_Key),
+// query.go: the query calls (device list, device, port, GID, P_Key),
 // which need no objects.
 
 import (
@@ -25,20 +25,19 @@ func (c *conn) query(op uint32, b []byte) syscall.Errno {
 	} else if !decode(b, &q) {
 		return syscall.EINVAL
 	}
-	d := c.d
 	if op != opList && q.Dev != 0 {
 		return syscall.ENODEV
 	}
 	switch op {
 	case opList:
 		var e wireDevEntry
-		copy(e.Name[:len(e.Name)-1], d.ctx.Name())
-		binary.BigEndian.PutUint64(e.NodeGUID[:], d.ctx.QueryDevice().NodeGUID)
+		copy(e.Name[:len(e.Name)-1], c.ctx.Name())
+		binary.BigEndian.PutUint64(e.NodeGUID[:], c.ctx.QueryDevice().NodeGUID)
 		c.w.put(e)
 	case opQueryDevice:
-		c.w.put(wireDevice(d.ctx.QueryDevice()))
+		c.w.put(wireDevice(c.ctx.QueryDevice()))
 	case opQueryPort:
-		p, err := d.ctx.QueryPort(int(q.Port))
+		p, err := c.ctx.QueryPort(int(q.Port))
 		if err != nil {
 			return syscall.EINVAL
 		}
@@ -57,12 +56,12 @@ func (c *conn) query(op uint32, b []byte) syscall.Errno {
 // queryGID reads one GID table entry; an unpopulated index inside the
 // table is an all-zero GID, as the kernel reports it.
 func (c *conn) queryGID(q wireQuery) syscall.Errno {
-	p, err := c.d.ctx.QueryPort(int(q.Port))
+	p, err := c.ctx.QueryPort(int(q.Port))
 	if err != nil || q.Index >= uint32(p.GIDTblLen) {
 		return syscall.EINVAL
 	}
 	var g wireGID
-	if addr, err := c.d.ctx.QueryGID(int(q.Port), int(q.Index)); err == nil {
+	if addr, err := c.ctx.QueryGID(int(q.Port), int(q.Index)); err == nil {
 		g.GID = addr.As16()
 		g.Type = 2 // softroce speaks RoCE v2 only
 	}

@@ -4,8 +4,8 @@
 # softroce through the drop-in libibverbs.so.1, and print one row per test
 # module: passed/skipped/failed/errors and the commonest reason. Issue #7 item 3.
 #
-#   make -C libibverbs && libibverbs/tests/pyverbs.sh              # whole suite
-#   libibverbs/tests/pyverbs.sh -- -k test_qp                       # unittest args after --
+#   make -C dropin/libibverbs && dropin/libibverbs/tests/pyverbs.sh              # whole suite
+#   dropin/libibverbs/tests/pyverbs.sh -- -k test_qp                       # unittest args after --
 #
 # The suite runs under `softroce run`: it uses a daemon that answers on the
 # socket (--socket, else $SOFTROCE_SOCKET, ...) or starts a device of its own
@@ -28,7 +28,7 @@ usage: pyverbs.sh [options] [-- unittest args (-k PATTERN, test names)]
   --gid N           GID index (default 1: the IPv4 RoCE v2 GID)
   --port N          port (default 1)
   --softroce BIN    softroce binary (default: $SOFTROCE, softroce on PATH, else go build)
-  --lib DIR         directory of the built libibverbs.so.1 (default: this repo's libibverbs/)
+  --lib DIR         directory of the built libibverbs.so.1 (default: this repo's dropin/libibverbs/)
   --socket PATH     daemon socket for softroce run (default: softroce run's rule)
   --direct          no softroce run: use the daemon already serving --socket
   --log FILE        full unittest -v output (default: ${TMPDIR:-/tmp}/softroce-pyverbs-PID.log)
@@ -39,7 +39,7 @@ EOF
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 dev=rxe0 gid=1 port=1 softroce=${SOFTROCE:-} lib= socket= keep= direct=
 log=${TMPDIR:-/tmp}/softroce-pyverbs-$$.log
 test_timeout=300
@@ -80,10 +80,10 @@ fi
 
 # The library: given, or this repo's, built if needed.
 if [ -z "$lib" ]; then
-	lib=$repo/libibverbs
+	lib=$repo/dropin/libibverbs
 	make -s -C "$lib" libibverbs.so.1 >&2 || die "make -C $lib failed"
 fi
-[ -f "$lib/libibverbs.so.1" ] || die "$lib/libibverbs.so.1 not built (make -C libibverbs)"
+[ -f "$lib/libibverbs.so.1" ] || die "$lib/libibverbs.so.1 not built (make -C dropin/libibverbs)"
 
 # softroce: given, on PATH, or built from this repo.
 if [ -n "$direct" ]; then

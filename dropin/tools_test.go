@@ -1,4 +1,4 @@
-package main
+package dropin
 
 // ibvtools_test.go: issue #7 item 2 on one machine. Debian's unmodified
 // ibverbs-utils and perftest binaries run with softroce's drop-in
@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // debianTools are the binaries issue #7 names, with their packages.
@@ -39,22 +41,9 @@ var debianTools = map[string][]string{
 // under CI (CI=true), where a missing one fails it.
 func needDebianTools(t *testing.T) {
 	t.Helper()
-	var missing []string
-	for _, tools := range debianTools {
-		for _, tool := range tools {
-			if _, err := exec.LookPath(tool); err != nil {
-				missing = append(missing, tool)
-			}
-		}
+	for pkg, tools := range debianTools {
+		testenv.Tools(t, "apt-get install "+pkg, tools...)
 	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("%s not found (apt-get install ibverbs-utils perftest)", strings.Join(missing, ", "))
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + ": CI must install them")
-	}
-	t.Skip(msg)
 }
 
 // toolCase is one program, run alone (single) or as a server and a client
@@ -209,7 +198,7 @@ func startToolLinks(t *testing.T) []toolLink {
 		d, err := startDaemon(lf, "rxe0", sock)
 		require.NoError(t, err, "daemon on %s link at %s", lf.Link, lf.Addr)
 		t.Cleanup(func() {
-			require.True(t, daemonAnswers(sock), "daemon %s died during the test", sock)
+			require.True(t, Answers(sock), "daemon %s died during the test", sock)
 			require.NoError(t, d.Close())
 		})
 	}
@@ -257,8 +246,7 @@ func startTool(ctx context.Context, lib, sock, prog string, args ...string) (*to
 	cmd.Stdout = &r.out
 	cmd.Stderr = &r.out
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "SOFTROCE_SOCKET="+sock,
-		"LD_LIBRARY_PATH="+joinPath(lib, os.Getenv("LD_LIBRARY_PATH")))
+	cmd.Env = Env(os.Environ(), lib, sock)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", prog, err)
 	}
@@ -381,7 +369,7 @@ func TestPyverbsSuite(t *testing.T) {
 	d, err := startDaemon(linkFlags{Link: "mem", Addr: "10.0.0.1"}, "rxe0", sock)
 	require.NoError(t, err)
 	defer d.Close()
-	script, err := filepath.Abs("../../libibverbs/tests/pyverbs.sh")
+	script, err := filepath.Abs("libibverbs/tests/pyverbs.sh")
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

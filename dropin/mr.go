@@ -1,6 +1,6 @@
-package main
+package dropin
 
-// daemon_mr.go: memory regions. The library has moved the pages of a region
+// mr.go: memory regions. The library has moved the pages of a region
 // into memfds mapped at their old addresses in the program; the daemon maps
 // the same memfd pages, in the same order, into one contiguous range of its
 // own and registers that. Both processes then share the pages: RDMA writes
@@ -199,7 +199,7 @@ func (c *conn) regMR(b []byte, fds []int) syscall.Errno {
 	mr, err := pd.RegMRIOVA(m.buf, r.IOVA, verbsapi.Access(r.Access))
 	if err != nil {
 		m.unmap()
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	h := c.handle()
 	c.mrs[h] = &connMR{mr: mr, mem: m}
@@ -218,7 +218,7 @@ func (c *conn) deregMR(b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if err := m.mr.Dereg(); err != nil {
-		return errnoOf(err)
+		return c.errnoOf(err)
 	}
 	m.mem.unmap()
 	delete(c.mrs, h)
@@ -279,5 +279,5 @@ func (c *conn) reregMR(b []byte, fds []int) syscall.Errno {
 	if mem != cm.mem {
 		mem.unmap() // the replaced mapping, or the one that was not used
 	}
-	return errnoOf(err)
+	return c.errnoOf(err)
 }

@@ -1,0 +1,29 @@
+// Package dropin serves softroce devices to unmodified C programs through
+// drop-in libraries: the C libibverbs.so.1 in dropin/libibverbs/ and the
+// Server that gives it a device over a Unix socket.
+//
+// A program started with `softroce run` loads dropin/libibverbs in place of
+// the system's libibverbs. Each ibv_open_device is one connection to a
+// Server, and each connection is one verbsapi.Context on the served device:
+// the objects a program creates are its own, the asynchronous events about
+// them reach only it, and when the program exits or crashes the server
+// destroys whatever it left, as the kernel does when a uverbs file closes.
+// Verbs are calls on the connection (the wire format is
+// dropin/libibverbs/proto.h, mirrored in proto.go); the library names the
+// protocol version it speaks and a server of another version refuses it by
+// name.
+//
+// Registered memory is shared, not copied: ibv_reg_mr moves the region's
+// pages into sealed memfds mapped at the same addresses in the program,
+// passes them to the server (SCM_RIGHTS), and the server maps the same
+// pages, so RDMA WRITE, READ and atomics from peers act on the program's
+// own memory. Programs are not trusted: every request is checked, every
+// count bounded, the memfds must be sealed against shrinking (a shrunk
+// mapping would fault in the server), registered bytes are capped per
+// program and in all, and only the server's user (and root) may connect.
+// Refused requests and dropped programs are logged through Server.Logf,
+// rate-limited, with the reason.
+//
+// Library location and build: FindLib finds (and in a source checkout
+// builds) the library for `softroce run`.
+package dropin

@@ -1,0 +1,86 @@
+package dropin
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// errnoOf gives the errno the kernel's verbs give for the same failure,
+// however deeply the verbsapi error wraps its sentinel.
+func TestErrnoOf(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("create qp 7: %w", err) }
+	for _, tc := range []struct {
+		err  error
+		want syscall.Errno
+	}{
+		{nil, 0},
+		{wrap(verbsapi.ErrBusy), syscall.EBUSY},
+		{wrap(verbsapi.ErrLimit), syscall.ENOMEM},
+		{wrap(verbsapi.ErrQueueFull), syscall.ENOMEM},
+		{wrap(verbsapi.ErrNotSupported), syscall.EOPNOTSUPP},
+		{wrap(verbsapi.ErrCQOverflow), syscall.EOVERFLOW},
+		{wrap(verbsapi.ErrClosed), syscall.ENODEV},
+		{wrap(syscall.EACCES), syscall.EACCES},
+		{wrap(verbsapi.ErrInvalid), syscall.EINVAL},
+		{errors.New("anything else"), syscall.EINVAL},
+	} {
+		assert.Equal(t, tc.want, errnoOf(tc.err), "%v", tc.err)
+	}
+}
+
+// A refused request is logged with the op, the errno and the reason the
+// verbs layer gave; a flood of them is rate-limited, with the count of the
+// lines held back.
+func TestRefusedRequestsLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	sock := filepath.Join(t.TempDir(), "l.sock")
+	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, logf)
+	require.NoError(t, err)
+	defer d.Close()
+	c := dialDaemon(t, sock)
+	errno, _, _ := c.call(opDeallocPD, enc(wireHandle{42}))
+	require.Equal(t, syscall.EINVAL, errno)
+	errno, _, _ = c.call(opCreateCQ, enc(wireCreateCQ{CQE: 1 << 30, Channel: srNone}))
+	require.NotZero(t, errno)
+	for range 3 * logBurst {
+		c.call(opDeallocPD, enc(wireHandle{42}))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(lines), 2)
+	assert.Regexp(t, `^program pid \d+: SR_OP_DEALLOC_PD refused: invalid argument \(malformed or inconsistent request\)$`, lines[0])
+	assert.Regexp(t, `^program pid \d+: SR_OP_CREATE_CQ refused: .*\(.*cq.*\)$`, lines[1])
+	assert.LessOrEqual(t, len(lines), logBurst+1, "rate-limited")
+}
+
+func TestLogLimiter(t *testing.T) {
+	var l logLimiter
+	t0 := time.Unix(100, 0)
+	for i := range logBurst {
+		_, ok := l.allowAt(t0)
+		require.True(t, ok, "line %d of the burst", i)
+	}
+	for range 7 {
+		_, ok := l.allowAt(t0)
+		require.False(t, ok)
+	}
+	n, ok := l.allowAt(t0.Add(time.Second / logRate))
+	require.True(t, ok, "a token back after 1/logRate s")
+	assert.EqualValues(t, 7, n, "the held-back lines, reported with the next")
+}

@@ -1,0 +1,71 @@
+package dropin
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// linkFlags names the link of a test server, as the command's flags would.
+type linkFlags struct{ Link, Addr string }
+
+// testDaemon is a Server on a device of its own, as `softroce daemon` runs
+// one, with a context of the test's for queries.
+type testDaemon struct {
+	*Server
+	ctx  *verbsapi.Context
+	path string
+	done chan error
+}
+
+// startDaemon starts a device on the link lf names and serves it on path,
+// discarding the server's log.
+func startDaemon(lf linkFlags, name, path string) (*testDaemon, error) {
+	return startDaemonLog(lf, name, path, func(string, ...any) {})
+}
+
+// startDaemonLog is startDaemon with the server's log going to logf.
+func startDaemonLog(lf linkFlags, name, path string, logf func(string, ...any)) (*testDaemon, error) {
+	addr, err := netip.ParseAddr(lf.Addr)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := verbsapi.NewDevice(name, verbsapi.LinkConfig{Kind: lf.Link, Addr: netip.AddrPortFrom(addr, 0)})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := Listen(path)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	ctx, err := dev.Open()
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	d := &testDaemon{Server: &Server{Device: dev, Logf: logf}, ctx: ctx, path: path, done: make(chan error, 1)}
+	go func() { d.done <- d.Serve(ln) }()
+	return d, nil
+}
+
+// Close stops the server, then the device.
+func (d *testDaemon) Close() error {
+	d.Server.Close()
+	if err := <-d.done; err != ErrServerClosed {
+		return fmt.Errorf("serve returned %v", err)
+	}
+	return d.Device.Close()
+}
+
+// newTestConn is a connection without a socket, for calling the handlers
+// directly, with a context of its own as Serve gives each program.
+func newTestConn(d *testDaemon) *conn {
+	ctx, err := d.Device.Open()
+	if err != nil {
+		panic(err)
+	}
+	c := newConn(d.Server, ctx, nil)
+	return c
+}

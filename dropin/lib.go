@@ -1,0 +1,88 @@
+package dropin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// LibName is the drop-in library's file name, the soname of Debian 12's
+// libibverbs.
+const LibName = "libibverbs.so.1"
+
+// FindLib returns the directory holding the built drop-in library: dir when
+// given, else $SOFTROCE_LIBDIR, else a libibverbs/ directory next to the
+// running binary (an installed copy), else dropin/libibverbs/ of the source
+// checkout holding the current directory. In a checkout it runs make there
+// first (gcc and libibverbs-dev), so the library is always built from the
+// current sources.
+func FindLib(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("SOFTROCE_LIBDIR")
+	}
+	if dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, LibName)); err != nil {
+			return "", fmt.Errorf("library directory %s: %w (build it with make -C dropin/libibverbs)", dir, err)
+		}
+		return filepath.Abs(dir)
+	}
+	var cands []string
+	if exe, err := os.Executable(); err == nil {
+		cands = append(cands, filepath.Join(filepath.Dir(exe), "libibverbs"))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			cands = append(cands, filepath.Join(d, "dropin", "libibverbs"))
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	for _, cand := range cands {
+		if err := Make(cand); err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(filepath.Join(cand, LibName)); err == nil {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("no built %s in %s: run make -C dropin/libibverbs in a source checkout, or pass --lib", LibName, strings.Join(cands, ", "))
+}
+
+// Make brings the library in dir up to date when dir is a source directory
+// (it has a Makefile) and make is installed; otherwise it does nothing.
+func Make(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
+		return nil
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("make", "-s", "-C", dir, LibName).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("make -C %s (needs gcc and libibverbs-dev): %w\n%s", dir, err, out)
+	}
+	return nil
+}
+
+// Env returns the environment a program needs to run on the drop-in
+// library in libDir against the server on sock: env (os.Environ(), say)
+// with SOFTROCE_SOCKET set and libDir put first in LD_LIBRARY_PATH.
+func Env(env []string, libDir, sock string) []string {
+	ld := libDir
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "LD_LIBRARY_PATH="):
+			if rest := kv[len("LD_LIBRARY_PATH="):]; rest != "" {
+				ld += string(os.PathListSeparator) + rest
+			}
+		case strings.HasPrefix(kv, "SOFTROCE_SOCKET="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "SOFTROCE_SOCKET="+sock, "LD_LIBRARY_PATH="+ld)
+}

@@ -1,0 +1,243 @@
+package dropin
+
+// server.go: the Server, shaped like net/http's: options as fields, Serve on
+// a listener, Close. Each accepted connection is one ibv_context of a
+// program (conn.go) with a verbs context of its own on the device.
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// Default limits; a Server field left 0 takes these.
+const (
+	// DefaultMaxConnMRBytes caps the bytes of regions one program has
+	// mapped into the server: far more than any real program registers,
+	// and small enough that a few programs cannot exhaust the server.
+	DefaultMaxConnMRBytes = 1 << 40 // 1 TiB
+	// DefaultMaxMRBytes caps the regions of all programs together, an
+	// eighth of the 128 TiB a process has on x86-64 (47-bit addresses), so
+	// that programs opening many connections cannot exhaust it either.
+	DefaultMaxMRBytes = 16 << 40 // 16 TiB
+)
+
+// ErrServerClosed is what Serve returns after Close.
+var ErrServerClosed = errors.New("dropin: server closed")
+
+// Server serves one softroce device to programs running the drop-in
+// libraries. Set Device (and any limits) before calling Serve; a Server
+// must not be copied or reused after Close.
+type Server struct {
+	// Device is the device served; each connection opens its own context
+	// on it. The Server does not close it.
+	Device *verbsapi.Device
+
+	// MaxConnMRBytes and MaxMRBytes cap the registered memory mapped into
+	// the server per program and in all (0: the defaults above).
+	// Registering beyond them fails with ENOMEM, as the kernel answers a
+	// registration over a limit.
+	MaxConnMRBytes uint64
+	MaxMRBytes     uint64
+
+	// Logf receives the server's log lines: refused requests and dropped
+	// programs (at most logBurst lines at once and logRate a second; the
+	// rest are counted and reported with the next line). nil: the
+	// standard logger.
+	Logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[net.Conn]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+	mrBytes  atomic.Uint64 // mapped by all connections (mrlimit.go)
+	logLimit logLimiter
+}
+
+// Serve accepts connections on ln until Close, serving each on a goroutine
+// of its own, and returns ErrServerClosed then (or the accept error that
+// stopped it). Connections from other users than the server's (and root)
+// are refused: the server acts for whoever connects, on its device and
+// with its memory.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.Device == nil {
+		return errors.New("dropin: Server.Device is nil")
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.lns == nil {
+		s.lns = map[net.Listener]struct{}{}
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			delete(s.lns, ln)
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			return fmt.Errorf("dropin: accept: %w", err)
+		}
+		uc, ok := c.(*net.UnixConn)
+		if !ok {
+			c.Close()
+			continue
+		}
+		if cred, ok := peerCred(uc); !ok || !uidAllowed(cred.Uid, uint32(os.Getuid())) {
+			s.logf("refused a connection from uid %d: only the server's user (and root) may use it", credUID(cred))
+			c.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serve(uc)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// Close stops every Serve, hangs up on every program (destroying what they
+// held, as the kernel does when a process dies) and waits until all is
+// released. The device stays up.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) maxConnMRBytes() uint64 { return orU64(s.MaxConnMRBytes, DefaultMaxConnMRBytes) }
+func (s *Server) maxMRBytes() uint64     { return orU64(s.MaxMRBytes, DefaultMaxMRBytes) }
+
+func orU64(v, def uint64) uint64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (s *Server) logf(format string, args ...any) {
+	suppressed, ok := s.logLimit.allow()
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		format += " (%d earlier lines suppressed)"
+		args = append(args, suppressed)
+	}
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	} else {
+		log.Printf("softroce dropin: "+format, args...)
+	}
+}
+
+// SocketPath applies the socket path rule the drop-in libraries follow too:
+// flag, else $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock, else
+// /tmp/softroce-UID.sock.
+func SocketPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if s := os.Getenv("SOFTROCE_SOCKET"); s != "" {
+		return s
+	}
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+		return filepath.Join(rt, "softroce.sock")
+	}
+	return fmt.Sprintf("/tmp/softroce-%d.sock", os.Getuid())
+}
+
+// Listen listens on the Unix socket path, which only the caller's user may
+// connect to (mode 0600). A socket file left by a server that is gone is
+// replaced; a live one is an error naming the path.
+func Listen(path string) (net.Listener, error) {
+	if Answers(path) {
+		return nil, fmt.Errorf("listen on %s: a softroce server already answers there (stop it, or choose another socket with --socket)", path)
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Answers reports whether something accepts connections on path.
+func Answers(path string) bool {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// peerCred returns the credentials of the process at the other end of c.
+func peerCred(c *net.UnixConn) (*unix.Ucred, bool) {
+	if c == nil {
+		return nil, false
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	return cred, cerr == nil && err == nil
+}
+
+func credUID(c *unix.Ucred) int64 {
+	if c == nil {
+		return -1
+	}
+	return int64(c.Uid)
+}
+
+// uidAllowed reports whether a peer running as uid may use a server
+// running as self: the same user, or root. The library checks the server
+// the same way.
+func uidAllowed(uid, self uint32) bool { return uid == self || uid == 0 }
