@@ -1,6 +1,6 @@
 package dropin
 
-// ibvtools_test.go: issue #7 item 2 on one machine. Debian's unmodified
+// tools_test.go: Debian's unmodified
 // ibverbs-utils and perftest binaries run with softroce's drop-in
 // libibverbs.so.1, server and client as two processes: both on one daemon
 // with a mem link (the device loops back to its own GIDs), and on two
@@ -31,7 +31,7 @@ import (
 	"github.com/softroce/softroce/internal/testenv"
 )
 
-// debianTools are the binaries issue #7 names, with their packages.
+// debianTools are the Debian binaries the drop-in must run, with their packages.
 var debianTools = map[string][]string{
 	"ibverbs-utils": {"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"},
 	"perftest":      {"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"},
@@ -143,7 +143,7 @@ func perfCase(verb string, lat bool, size, iters int, extra ...string) toolCase 
 	return toolCase{name: name, prog: prog, args: args, check: checkPerf(lat, size, iters, lat && verb == "read")}
 }
 
-// debianToolCases: every binary of issue #7 item 2 with the flags the
+// debianToolCases: every binary of debianTools with the flags the
 // interop suite gives it, two runs with the programs' defaults (pingpong
 // needs -g on RoCE; perftest needs nothing) and pingpong on a completion
 // channel.
@@ -168,7 +168,7 @@ func debianToolCases(addr string) []toolCase {
 		pingpongCase("ibv_ud_pingpong", 512, 10),
 		pingpongCase("ibv_srq_pingpong", 4096, 10),
 		{name: "ibv_rc_pingpong_defaults", prog: "ibv_rc_pingpong", args: []string{"-g", "1"}, check: checkPingpong(1000)},
-		// -e: completions through a completion channel (ibv_get_cq_event), issue #7 item 4.
+		// -e: completions through a completion channel (ibv_get_cq_event).
 		{name: "ibv_rc_pingpong_events", prog: "ibv_rc_pingpong", args: []string{"-d", "rxe0", "-g", "1", "-e", "-n", "10"}, check: checkPingpong(10)},
 		perfCase("write", false, 4096, 20),
 		perfCase("read", false, 4096, 20),
@@ -214,8 +214,11 @@ func startToolLinks(t *testing.T) []toolLink {
 }
 
 // TestDebianVerbsTools runs Debian's ibverbs-utils and perftest binaries,
-// unmodified, with both ends on softroce (issue #7 item 2, one machine).
+// unmodified, with both ends on softroce on one machine.
 func TestDebianVerbsTools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("34 program pairs, about a minute: not with -short (CI runs them without)")
+	}
 	needDebianTools(t)
 	lib := buildLib(t)
 	for _, l := range startToolLinks(t) {
@@ -349,8 +352,8 @@ func waitListen(ctx context.Context, port int, exited <-chan struct{}) error {
 var pyverbsGeneric = regexp.MustCompile(`(?m)^generic: passed (\d+), skipped (\d+), failed (\d+), errors (\d+)$`)
 
 // TestPyverbsSuite runs rdma-core's pyverbs tests (Debian's python3-pyverbs)
-// through libibverbs/tests/pyverbs.sh against a daemon of this process
-// (issue #7 item 3): every generic test, needing neither rdma_cm nor vendor
+// through libibverbs/tests/pyverbs.sh against a server in this process:
+// every generic test, needing neither rdma_cm nor vendor
 // extensions, must pass or skip for want of an optional feature.
 func TestPyverbsSuite(t *testing.T) {
 	const tests = "/usr/share/doc/rdma-core/tests/run_tests.py"
