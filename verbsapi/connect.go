@@ -1,6 +1,8 @@
 package verbsapi
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 )
@@ -177,4 +179,12 @@ func (c *Context) sourceGID(dgid netip.Addr) (int, error) {
 		return i, nil
 	}
 	return 0, fmt.Errorf("no local GID of the family of %s: %w", dst, ErrNoGID)
+}
+
+// RandomPSN returns a random 24-bit starting PSN, as the pingpongs and
+// perftest pick theirs (lrand48() & 0xffffff).
+func RandomPSN() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:]) & 0xffffff
 }

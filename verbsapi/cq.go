@@ -3,6 +3,7 @@ package verbsapi
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/softroce/softroce/rxe"
@@ -210,4 +211,19 @@ func (ch *CompChannel) Destroy() error {
 	ch.dead = true
 	delete(c.channels, ch)
 	return nil
+}
+
+// PollSpin polls, yielding the processor between tries while the CQ is
+// empty, 64 times, then blocks on a notification (PollWait): the latency of
+// a busy poll for a completion that is about to arrive, without two
+// processes on a small machine starving their devices' goroutines.
+func (c *CQ) PollSpin(ctx context.Context, wc []WC) (int, error) {
+	for range 64 {
+		n, err := c.Poll(wc)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		runtime.Gosched()
+	}
+	return c.PollWait(ctx, wc)
 }

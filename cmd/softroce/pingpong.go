@@ -11,11 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -303,7 +300,7 @@ func randPSN() uint32 {
 }
 
 func (pp *pingpong) clientExchange(cctx context.Context, peer string, my oob.PingpongDest) (oob.PingpongDest, error) {
-	conn, err := dialPeer(cctx, peer, pp.o.port)
+	conn, err := oob.Dial(cctx, peer, pp.o.port)
 	if err != nil {
 		return oob.PingpongDest{}, err
 	}
@@ -312,7 +309,7 @@ func (pp *pingpong) clientExchange(cctx context.Context, peer string, my oob.Pin
 }
 
 func (pp *pingpong) serverExchange(cctx context.Context, my oob.PingpongDest) (oob.PingpongDest, error) {
-	conn, err := acceptOne(cctx, pp.o.port)
+	conn, err := oob.Accept(cctx, pp.o.port)
 	if err != nil {
 		return oob.PingpongDest{}, err
 	}
@@ -325,48 +322,6 @@ func (pp *pingpong) serverExchange(cctx context.Context, my oob.PingpongDest) (o
 		return rem, fmt.Errorf("couldn't connect to remote QP: %w", err)
 	}
 	return rem, oob.PingpongServerReply(conn, my)
-}
-
-// dialRetry is how long a client keeps trying a server that is not
-// listening yet, so that a client started right after its server (a script,
-// a test) does not lose the race; the C tools try once.
-const dialRetry = 5 * time.Second
-
-// dialPeer connects to the server's out-of-band port.
-func dialPeer(cctx context.Context, peer string, port int) (net.Conn, error) {
-	addr := net.JoinHostPort(peer, strconv.Itoa(port))
-	deadline := time.Now().Add(dialRetry)
-	for {
-		var d net.Dialer
-		dctx, cancel := context.WithTimeout(cctx, 30*time.Second)
-		conn, err := d.DialContext(dctx, "tcp", addr)
-		cancel()
-		if err == nil {
-			return conn, nil
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) || cctx.Err() != nil {
-			return nil, fmt.Errorf("couldn't connect to %s: %w", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// acceptOne listens on every address at port, as the C tools do
-// (AI_PASSIVE), and returns the first connection.
-func acceptOne(cctx context.Context, port int) (net.Conn, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(cctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("couldn't listen to port %d: %w", port, err)
-	}
-	defer ln.Close()
-	stop := context.AfterFunc(cctx, func() { ln.Close() })
-	defer stop()
-	conn, err := ln.Accept()
-	if err != nil {
-		return nil, fmt.Errorf("accept() failed: %w", err)
-	}
-	return conn, nil
 }
 
 // connect is pp_connect_ctx: RTR and RTS (and, for ud, the address handle).

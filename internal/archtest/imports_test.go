@@ -43,7 +43,8 @@ var rank = map[string]int{
 	"replay":   4,
 
 	// Subsystems over the verbs API.
-	"dropin": 5,
+	"dropin":            5,
+	"workload/perftest": 5,
 
 	// Commands and the kernel-interop harness wire everything together.
 	"cmd/softroce": 6,

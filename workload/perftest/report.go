@@ -1,4 +1,4 @@
-package main
+package perftest
 
 // perf_report.go: perftest's printing (perftest_parameters.c,
 // perftest_communication.c) and its bandwidth and latency arithmetic, with
@@ -39,33 +39,33 @@ func (p *perf) printTestInfo() {
 	var b strings.Builder
 	b.WriteString(perfResultLine)
 	b.WriteString("                    ")
-	b.WriteString(perfVerbNames[o.verb] + " ")
-	if o.verb == verbAtomic {
-		b.WriteString(o.atomicType + " ")
+	b.WriteString(perfVerbNames[o.Verb] + " ")
+	if o.Verb == VerbAtomic {
+		b.WriteString(o.AtomicType + " ")
 	}
 	b.WriteString(p.tst() + " Test\n")
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", p.ctx.Name())
-	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
-	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : OFF\n", strings.ToUpper(o.conn))
+	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.QPs)
+	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : OFF\n", strings.ToUpper(o.Conn))
 	// There is no PCIe to relax and no ibv_wr_* API underneath.
 	b.WriteString(" PCIe relax order: OFF\n")
 	b.WriteString(" ibv_wr* API     : OFF\n")
 	if p.client {
-		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
+		fmt.Fprintf(&b, " TX depth        : %d\n", o.TxDepth)
 	}
-	if o.verb == verbSend && !p.client {
-		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)
+	if o.Verb == VerbSend && !p.client {
+		fmt.Fprintf(&b, " RX depth        : %d\n", o.RxDepth)
 	}
-	if !o.lat {
-		fmt.Fprintf(&b, " CQ Moderation   : %d\n", o.cqMod)
+	if !o.Lat {
+		fmt.Fprintf(&b, " CQ Moderation   : %d\n", o.CQMod)
 	}
 	fmt.Fprintf(&b, " Mtu             : %d[B]\n", int(p.mtu))
 	b.WriteString(" Link type       : Ethernet\n")
-	fmt.Fprintf(&b, " GID index       : %d\n", o.gidIdx)
-	if o.verb != verbRead && o.verb != verbAtomic {
+	fmt.Fprintf(&b, " GID index       : %d\n", o.GIDIndex)
+	if o.Verb != VerbRead && o.Verb != VerbAtomic {
 		b.WriteString(" Max inline data : 0[B]\n")
 	} else {
-		fmt.Fprintf(&b, " Outstand reads  : %d\n", o.outReads)
+		fmt.Fprintf(&b, " Outstand reads  : %d\n", o.OutReads)
 	}
 	b.WriteString(" rdma_cm QPs\t : OFF\n")
 	b.WriteString(" Data ex. method : Ethernet\n")
@@ -77,11 +77,11 @@ func (p *perf) printTestInfo() {
 func (p *perf) printDest(side string, d oob.PerftestDest) {
 	var b strings.Builder
 	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.LID), 4), cHex(uint64(d.QPN), 6), cHex(uint64(d.PSN), 6))
-	switch p.o.verb {
-	case verbRead:
+	switch p.o.Verb {
+	case VerbRead:
 		fmt.Fprintf(&b, " OUT %s", cHex(uint64(d.OutReads), 4))
 		fallthrough
-	case verbWrite:
+	case VerbWrite:
 		fmt.Fprintf(&b, " RKey %s VAddr %s", cHex(uint64(d.RKey), 8), cHex(d.VAddr, 16))
 	}
 	b.WriteString("\n GID: ")
@@ -98,7 +98,7 @@ func (p *perf) printDest(side string, d oob.PerftestDest) {
 // bwHeader prints the result table header.
 func (p *perf) bwHeader() {
 	h := perfBWHeader
-	if p.o.gbits {
+	if p.o.Gbits {
 		h = perfBWHeaderG
 	}
 	fmt.Fprint(p.out, perfResultLine+h)
@@ -151,7 +151,7 @@ func bwReport(size uint64, iters int, posted, completed []int64, cqMod int, noPe
 // printBWReport is print_full_bw_report (REPORT_FMT, or REPORT_FMT_EXT for
 // small Gbit/s figures).
 func (p *perf) printBWReport(r oob.BWReport) {
-	if p.o.gbits && r.BWAvg < 0.1 {
+	if p.o.Gbits && r.BWAvg < 0.1 {
 		fmt.Fprintf(p.out, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n", r.Size, r.Iters, r.BWPeak, r.BWAvg, r.MsgRate)
 		return
 	}

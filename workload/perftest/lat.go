@@ -1,4 +1,4 @@
-package main
+package perftest
 
 // perf_lat.go: the latency tests (run_iter_lat_write, run_iter_lat_send,
 // run_iter_lat for READ and atomics, and their main sequences).
@@ -13,7 +13,7 @@ import (
 
 func (p *perf) runLat() error {
 	o := p.o
-	readLike := o.verb == verbRead || o.verb == verbAtomic
+	readLike := o.Verb == VerbRead || o.Verb == VerbAtomic
 	fmt.Fprint(p.out, perfResultLine+perfLatHeader)
 	if readLike && !p.client {
 		// ib_read_lat and ib_atomic_lat: the server only waits for the
@@ -31,10 +31,10 @@ func (p *perf) runLat() error {
 	for _, size := range p.sizes() {
 		var posted []int64
 		var err error
-		switch o.verb {
-		case verbWrite:
+		switch o.Verb {
+		case VerbWrite:
 			posted, err = p.latWrite(size)
-		case verbSend:
+		case VerbSend:
 			posted, err = p.latSend(size)
 		default:
 			posted, err = p.latRead(size)
@@ -42,10 +42,10 @@ func (p *perf) runLat() error {
 		if err != nil {
 			return err
 		}
-		p.printLatReport(size, o.iters, latReport(posted, rtt))
+		p.printLatReport(size, o.Iters, latReport(posted, rtt))
 	}
 	fmt.Fprint(p.out, perfResultLine)
-	if o.verb == verbWrite {
+	if o.Verb == VerbWrite {
 		// write_lat.c ends without ctx_close_connection: each side knows
 		// the other is done from the last write landing in its buffer.
 		return nil
@@ -66,21 +66,21 @@ func (p *perf) waitSent() error {
 // until the peer's write lands; the server writes first.
 func (p *perf) latWrite(size uint64) ([]int64, error) {
 	o := p.o
-	posted := make([]int64, o.iters)
+	posted := make([]int64, o.Iters)
 	wr := p.sendWR(0, size)
 	wr.Flags = verbsapi.SendSignaled
 	buf := p.mr.Bytes()
 	postBuf := int(size) - 1
-	pollBuf := o.qps*p.buffSz + int(size) - 1
+	pollBuf := o.QPs*p.buffSz + int(size) - 1
 	base := time.Now()
-	for scnt, rcnt := 0, 0; scnt < o.iters || rcnt < o.iters; {
-		if rcnt < o.iters && !(scnt < 1 && !p.client) {
+	for scnt, rcnt := 0, 0; scnt < o.Iters || rcnt < o.Iters; {
+		if rcnt < o.Iters && !(scnt < 1 && !p.client) {
 			rcnt++
 			if err := p.waitWrite(pollBuf, byte(rcnt)); err != nil {
 				return nil, err
 			}
 		}
-		if scnt < o.iters {
+		if scnt < o.Iters {
 			posted[scnt] = int64(time.Since(base))
 			scnt++
 			buf[postBuf] = byte(scnt)
@@ -114,8 +114,8 @@ func (p *perf) waitWrite(i int, v byte) error {
 // reposted after each one consumed until the iterations are covered.
 func (p *perf) latSend(size uint64) ([]int64, error) {
 	o := p.o
-	posted := make([]int64, o.iters)
-	depth := min(o.rxDepth, o.iters)
+	posted := make([]int64, o.Iters)
+	depth := min(o.RxDepth, o.Iters)
 	if err := p.postRecvs(int(size), depth); err != nil {
 		return nil, err
 	}
@@ -127,20 +127,20 @@ func (p *perf) latSend(size uint64) ([]int64, error) {
 	wr.Flags = verbsapi.SendSignaled
 	var wc [1]verbsapi.WC
 	base := time.Now()
-	for scnt, rcnt := 0, 0; scnt < o.iters || rcnt < o.iters; {
-		if rcnt < o.iters && !(scnt < 1 && p.client) {
+	for scnt, rcnt := 0, 0; scnt < o.Iters || rcnt < o.Iters; {
+		if rcnt < o.Iters && !(scnt < 1 && p.client) {
 			if _, err := p.poll(p.rcq, wc[:]); err != nil {
 				return nil, err
 			}
 			rcnt++
-			if recvPosted < o.iters {
+			if recvPosted < o.Iters {
 				if err := p.qps[0].PostRecv(&verbsapi.RecvWR{SGL: []verbsapi.SGE{p.remoteHalf(0, int(size))}}); err != nil {
 					return nil, fmt.Errorf("couldn't post receive: %w", err)
 				}
 				recvPosted++
 			}
 		}
-		if scnt < o.iters {
+		if scnt < o.Iters {
 			posted[scnt] = int64(time.Since(base))
 			scnt++
 			if err := p.qps[0].PostSend(&wr); err != nil {
@@ -158,11 +158,11 @@ func (p *perf) latSend(size uint64) ([]int64, error) {
 // completion, again.
 func (p *perf) latRead(size uint64) ([]int64, error) {
 	o := p.o
-	posted := make([]int64, o.iters)
+	posted := make([]int64, o.Iters)
 	wr := p.sendWR(0, size)
 	wr.Flags = verbsapi.SendSignaled
 	base := time.Now()
-	for scnt := 0; scnt < o.iters; scnt++ {
+	for scnt := 0; scnt < o.Iters; scnt++ {
 		posted[scnt] = int64(time.Since(base))
 		if err := p.qps[0].PostSend(&wr); err != nil {
 			return nil, fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)

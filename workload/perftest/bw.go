@@ -1,4 +1,4 @@
-package main
+package perftest
 
 // perf_bw.go: the bandwidth tests (run_iter_bw, run_iter_bw_server and the
 // main sequences of write_bw.c, read_bw.c, atomic_bw.c and send_bw.c).
@@ -14,8 +14,8 @@ import (
 // sizes is the list of message sizes the run covers: -s, or with -a
 // 2 .. 2^23 (atomics: 8 only).
 func (p *perf) sizes() []uint64 {
-	if !p.o.all || p.o.verb == verbAtomic {
-		return []uint64{p.o.size}
+	if !p.o.All || p.o.Verb == VerbAtomic {
+		return []uint64{p.o.Size}
 	}
 	var s []uint64
 	for i := 1; i < 24; i++ {
@@ -27,7 +27,7 @@ func (p *perf) sizes() []uint64 {
 func (p *perf) runBW() error {
 	o := p.o
 	p.bwHeader()
-	if o.verb == verbSend {
+	if o.Verb == VerbSend {
 		return p.runSendBW()
 	}
 	if !p.client {
@@ -71,7 +71,7 @@ func (p *perf) runBW() error {
 func (p *perf) runSendBW() error {
 	for _, size := range p.sizes() {
 		if !p.client {
-			if err := p.postRecvs(int(size), p.o.rxDepth); err != nil {
+			if err := p.postRecvs(int(size), p.o.RxDepth); err != nil {
 				return err
 			}
 		}
@@ -89,7 +89,7 @@ func (p *perf) runSendBW() error {
 			return err
 		}
 		p.printBWReport(r)
-		if p.o.all {
+		if p.o.All {
 			if err := p.barrier(); err != nil {
 				return err
 			}
@@ -116,14 +116,14 @@ func (p *perf) postRecvs(size, n int) error {
 func (p *perf) sendWR(i int, size uint64) verbsapi.SendWR {
 	rem := p.rem[i]
 	wr := verbsapi.SendWR{SGL: []verbsapi.SGE{p.local(i, int(size))}}
-	switch p.o.verb {
-	case verbSend:
+	switch p.o.Verb {
+	case VerbSend:
 		wr.Opcode = verbsapi.WRSend
-	case verbWrite:
+	case VerbWrite:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = verbsapi.WRWrite, rem.VAddr, rem.RKey
-	case verbRead:
+	case VerbRead:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = verbsapi.WRRead, rem.VAddr, rem.RKey
-	case verbAtomic:
+	case VerbAtomic:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = p.atomic, rem.VAddr, rem.RKey
 		wr.SGL[0].Length = 8
 		if p.atomic == verbsapi.WRFetchAdd {
@@ -138,7 +138,7 @@ func (p *perf) sendWR(i int, size uint64) verbsapi.SendWR {
 // completed times feed the report.
 func (p *perf) clientBW(size uint64) (oob.BWReport, error) {
 	o := p.o
-	total := o.iters * len(p.qps)
+	total := o.Iters * len(p.qps)
 	posted := make([]int64, total)
 	completed := make([]int64, total)
 	scnt := make([]int, len(p.qps))
@@ -153,11 +153,11 @@ func (p *perf) clientBW(size uint64) (oob.BWReport, error) {
 	wc := make([]verbsapi.WC, 16)
 	for totC < total {
 		for i, q := range p.qps {
-			for scnt[i] < o.iters && scnt[i]-ccnt[i] < o.txDepth {
+			for scnt[i] < o.Iters && scnt[i]-ccnt[i] < o.TxDepth {
 				wr := &wrs[i]
 				wr.ID = uint64(scnt[i] + 1) // completions report how far the QP got
 				wr.Flags = 0
-				if scnt[i]%o.cqMod == o.cqMod-1 || scnt[i] == o.iters-1 {
+				if scnt[i]%o.CQMod == o.CQMod-1 || scnt[i] == o.Iters-1 {
 					wr.Flags = verbsapi.SendSignaled
 				}
 				posted[totS] = now()
@@ -184,7 +184,7 @@ func (p *perf) clientBW(size uint64) (oob.BWReport, error) {
 			completed[min(totC, total)-1] = t
 		}
 	}
-	return bwReport(size, total, posted, completed, o.cqMod, o.noPeak, o.gbits), nil
+	return bwReport(size, total, posted, completed, o.CQMod, o.NoPeak, o.Gbits), nil
 }
 
 // serverSendBW is run_iter_bw_server: count the iterations' receives,
@@ -192,10 +192,10 @@ func (p *perf) clientBW(size uint64) (oob.BWReport, error) {
 // last receive, without a peak (perftest's send server runs noPeak).
 func (p *perf) serverSendBW(size uint64) (oob.BWReport, error) {
 	o := p.o
-	total := o.iters * len(p.qps)
+	total := o.Iters * len(p.qps)
 	posted := make([]int, len(p.qps))
 	for i := range posted {
-		posted[i] = o.rxDepth
+		posted[i] = o.RxDepth
 	}
 	var first, last time.Time
 	wc := make([]verbsapi.WC, 16)
@@ -214,7 +214,7 @@ func (p *perf) serverSendBW(size uint64) (oob.BWReport, error) {
 			}
 			rcnt++
 			i := int(c.ID)
-			if posted[i] < o.iters {
+			if posted[i] < o.Iters {
 				if err := p.qps[i].PostRecv(&verbsapi.RecvWR{ID: uint64(i), SGL: []verbsapi.SGE{p.remoteHalf(i, int(size))}}); err != nil {
 					return oob.BWReport{}, fmt.Errorf("couldn't post receive: %w", err)
 				}
@@ -228,6 +228,6 @@ func (p *perf) serverSendBW(size uint64) (oob.BWReport, error) {
 	if n := last.Sub(first); n <= 0 {
 		done[0] = 1
 	}
-	r := bwReport(size, total, ns, done, 1, true, o.gbits)
+	r := bwReport(size, total, ns, done, 1, true, o.Gbits)
 	return r, nil
 }
