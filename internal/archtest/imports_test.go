@@ -45,6 +45,7 @@ var rank = map[string]int{
 	// Subsystems over the verbs API.
 	"dropin":            5,
 	"workload/perftest": 5,
+	"workload/pingpong": 5,
 
 	// Commands and the kernel-interop harness wire everything together.
 	"cmd/softroce": 6,
