@@ -34,7 +34,7 @@
 // Received packets go through rxe's checks in rxe's order (destination GID,
 // opcode, QP, addresses, P_Key, QKey, then ICRC); each drop is counted by
 // cause. Frames whose IPv4 ID the link could not see are checked by solving
-// for the ID (link.RecoverIPv4ID).
+// for the ID (packet.RecoverIPv4ID; why and how: packet/ipid.go).
 //
 // replay_test.go puts a device in the place of either host of the kernel rxe
 // captures in testdata/pcaps/rxe and requires it to send the same frames,

@@ -132,13 +132,13 @@ func frameAddrs(f *packet.Frame) (src, dst netip.Addr) {
 
 // icrcOK checks the ICRC and counts a failure. When the link could not see
 // the IPv4 identification and DF bit the sender used (a UDP socket), the
-// check solves for them (link.RecoverIPv4ID): 15 of the 32 bits are then
+// check solves for them (packet.RecoverIPv4ID): 15 of the 32 bits are then
 // verified, the packet is counted in ICRCIDUnknown, and the recovered bits
 // are put back into a copy of the IPv4 header (d.rxIPHdr), which is what a UD
 // receive shows in its GRH area.
 func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 	if ipIDUnknown && fr.IsIPv4() {
-		id, df, ok := link.RecoverIPv4ID(fr)
+		id, df, ok := packet.RecoverIPv4ID(fr)
 		if !ok {
 			d.cnt.BadICRC++
 			return false
@@ -146,7 +146,7 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 		d.cnt.ICRCIDUnknown++
 		h := d.rxIPHdr[:]
 		copy(h, fr.IP)
-		link.SetIPv4ID(h, id, df)
+		packet.SetIPv4ID(h, id, df)
 		fr.IP = h
 		return true
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/replay"
-	"github.com/softroce/softroce/rxe/link"
 )
 
 func TestReplayCmdPerPacket(t *testing.T) {
@@ -231,7 +230,7 @@ func TestReplayCmdSend(t *testing.T) {
 				pkt = append(pkt, buf[:n]...)
 				var f packet.Frame
 				require.NoError(t, packet.ParseIP(pkt, &f))
-				assert.True(t, link.CheckICRCUnknownIPID(&f), "frame %d: ICRC", w.No)
+				assert.True(t, packet.CheckICRCUnknownIPID(&f), "frame %d: ICRC", w.No)
 				var orig packet.Frame
 				require.NoError(t, packet.ParseFrame(w.Data, &orig))
 				require.Equal(t, len(orig.Transport), n, "frame %d", w.No)
@@ -296,7 +295,7 @@ func TestReplayCmdSendTAP(t *testing.T) {
 		pkt := append(a.AppendIPUDP(nil, n), buf[:n]...)
 		var f packet.Frame
 		require.NoError(t, packet.ParseIP(pkt, &f))
-		assert.True(t, link.CheckICRCUnknownIPID(&f), "frame %d: ICRC", w.No)
+		assert.True(t, packet.CheckICRCUnknownIPID(&f), "frame %d: ICRC", w.No)
 		var orig packet.Frame
 		require.NoError(t, packet.ParseFrame(w.Data, &orig))
 		assert.Equal(t, orig.Transport[:len(orig.Transport)-packet.ICRCLen], buf[:n-packet.ICRCLen], "frame %d: transport", w.No)

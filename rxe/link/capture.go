@@ -71,8 +71,8 @@ func (c *Captured) writeRecovered(t time.Time, data []byte) {
 	c.scratch = append(c.scratch[:0], data...)
 	var f packet.Frame
 	if packet.ParseFrame(c.scratch, &f) == nil && f.IsIPv4() {
-		if id, df, ok := RecoverIPv4ID(&f); ok {
-			SetIPv4ID(f.IP, id, df)
+		if id, df, ok := packet.RecoverIPv4ID(&f); ok {
+			packet.SetIPv4ID(f.IP, id, df)
 			c.write(t, c.scratch, "in ipid-recovered")
 			return
 		}

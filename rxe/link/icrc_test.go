@@ -64,19 +64,19 @@ func TestCheckICRCUnknownIPIDRxeCaptures(t *testing.T) {
 		if wantID != 0 || wantDF {
 			require.False(t, f.ICRCOK(), "frame %d: the plain check must fail", i)
 		}
-		id, df, ok := RecoverIPv4ID(&f)
+		id, df, ok := packet.RecoverIPv4ID(&f)
 		require.True(t, ok, "frame %d", i)
 		assert.Equal(t, wantID, id, "frame %d", i)
 		assert.Equal(t, wantDF, df, "frame %d", i)
-		require.True(t, CheckICRCUnknownIPID(&f))
+		require.True(t, packet.CheckICRCUnknownIPID(&f))
 	}
 	assert.Greater(t, nonZeroID, 100, "the captures carry real IDs")
 	for _, ip := range v6 {
 		var f packet.Frame
 		require.NoError(t, packet.ParseIP(ip, &f))
-		require.True(t, CheckICRCUnknownIPID(&f))
+		require.True(t, packet.CheckICRCUnknownIPID(&f))
 		ip[len(ip)-1] ^= 1
-		require.False(t, CheckICRCUnknownIPID(&f))
+		require.False(t, packet.CheckICRCUnknownIPID(&f))
 	}
 }
 
@@ -119,7 +119,7 @@ func TestCheckICRCUnknownIPIDRejectsCorruption(t *testing.T) {
 		ipv4Fix(ip)
 		var f packet.Frame
 		require.NoError(t, packet.ParseIP(ip, &f))
-		require.True(t, CheckICRCUnknownIPID(&f))
+		require.True(t, packet.CheckICRCUnknownIPID(&f))
 		nbits := len(ip) * 8
 		for i := 0; i < nbits; i++ {
 			if !icrcCovered(i) || (nbits > 2048 && rnd.IntN(nbits) > 2048) {
@@ -127,11 +127,11 @@ func TestCheckICRCUnknownIPIDRejectsCorruption(t *testing.T) {
 			}
 			ip[i/8] ^= 0x80 >> (i % 8)
 			require.False(t, f.ICRCOK(), "frame %d bit %d: exact check", k, i)
-			if CheckICRCUnknownIPID(&f) {
+			if packet.CheckICRCUnknownIPID(&f) {
 				singleAccept++
 				// Then some ID explains the flip: the flip and the
 				// recovered ID/DF bits form a CRC-32 codeword.
-				_, _, ok := RecoverIPv4ID(&f)
+				_, _, ok := packet.RecoverIPv4ID(&f)
 				require.True(t, ok)
 			}
 			ip[i/8] ^= 0x80 >> (i % 8)
@@ -145,7 +145,7 @@ func TestCheckICRCUnknownIPIDRejectsCorruption(t *testing.T) {
 				}
 			}
 			fault.FlipBits(ip, flips)
-			if CheckICRCUnknownIPID(&f) {
+			if packet.CheckICRCUnknownIPID(&f) {
 				falseAccept++
 			}
 			fault.FlipBits(ip, flips)
@@ -162,19 +162,6 @@ func TestCheckICRCUnknownIPIDRejectsCorruption(t *testing.T) {
 	assert.LessOrEqual(t, falseAccept, 1+5*multi>>15)
 }
 
-func TestXPow8n(t *testing.T) {
-	// Moving a CRC difference across n zero bytes by multiplication must
-	// equal running the CRC over them.
-	for _, n := range []int{0, 1, 2, 3, 7, 100, 4096, 65535} {
-		e := make([]byte, 8+n)
-		e[3] = 0x10
-		z := make([]byte, 8+n)
-		want := crc32IEEE(e) ^ crc32IEEE(z)
-		base := crc32IEEE(e[:8]) ^ crc32IEEE(z[:8])
-		assert.Equal(t, want, multModP(xPow8n(n), base), "n=%d", n)
-	}
-}
-
 func BenchmarkCheckICRCUnknownIPID(b *testing.B) {
 	p := packet.Packet{Payload: make([]byte, 4096)}
 	p.BTH = packet.BTHFields{Opcode: packet.RCSendOnly, PKey: 0xFFFF, DestQP: 0x11}
@@ -184,7 +171,7 @@ func BenchmarkCheckICRCUnknownIPID(b *testing.B) {
 	ipv4Fix(ip)
 	var f packet.Frame
 	require.NoError(b, packet.ParseIP(ip, &f))
-	require.True(b, CheckICRCUnknownIPID(&f))
+	require.True(b, packet.CheckICRCUnknownIPID(&f))
 	b.Run("exact", func(b *testing.B) {
 		b.SetBytes(int64(len(ip)))
 		for b.Loop() {
@@ -194,7 +181,7 @@ func BenchmarkCheckICRCUnknownIPID(b *testing.B) {
 	b.Run("unknown-id", func(b *testing.B) {
 		b.SetBytes(int64(len(ip)))
 		for b.Loop() {
-			CheckICRCUnknownIPID(&f)
+			packet.CheckICRCUnknownIPID(&f)
 		}
 	})
 }
@@ -216,30 +203,8 @@ func TestCheckICRCUnknownIPIDNearBitsAlwaysCaught(t *testing.T) {
 		// zero, so test the total length bytes (2, 3) and byte 0's low bits.
 		for _, i := range []int{18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31} {
 			ip[i/8] ^= 0x80 >> (i % 8)
-			require.False(t, CheckICRCUnknownIPID(&f), "frame %d bit %d", k, i)
+			require.False(t, packet.CheckICRCUnknownIPID(&f), "frame %d bit %d", k, i)
 			ip[i/8] ^= 0x80 >> (i % 8)
 		}
 	}
 }
-
-// xPow8n returns x^(8n) modulo the polynomial: the factor that moves a CRC
-// difference across n more bytes.
-func xPow8n(n int) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 3; n > 0; n, k = n>>1, k+1 {
-		if n&1 != 0 {
-			p = multModP(x2nTable[k&31], p)
-		}
-	}
-	return p
-}
-
-// x2nTable[k] is x^(2^k) modulo the polynomial.
-var x2nTable = func() (t [32]uint32) {
-	p := uint32(1) << 30 // x^1
-	for k := range t {
-		t[k] = p
-		p = multModP(p, p)
-	}
-	return t
-}()

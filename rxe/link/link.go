@@ -12,7 +12,8 @@ type Frame struct {
 	// IPIDUnknown is set by links that cannot see the IPv4 identification
 	// and flags the sender used (a UDP socket): Data carries a rebuilt IPv4
 	// header with ID 0 and only DF set, so the ICRC must be checked with
-	// those bytes treated as unknown (CheckICRCUnknownIPID).
+	// those bytes treated as unknown (packet.CheckICRCUnknownIPID; the
+	// story is in packet/ipid.go).
 	IPIDUnknown bool
 }
 

@@ -264,7 +264,7 @@ func TestCaptureRecoversIPID(t *testing.T) {
 	rebuilt := func(f []byte) []byte { // what the UDP link delivers: ID 0, DF
 		f = bytes.Clone(f)
 		ip := f[14:34]
-		SetIPv4ID(ip, 0, true)
+		packet.SetIPv4ID(ip, 0, true)
 		return f
 	}
 	sent := wire(7, false)

@@ -202,7 +202,7 @@ func FuzzCheckICRCUnknownIPID(f *testing.F) {
 		if packet.ParseFrame(b, &pf) != nil {
 			return
 		}
-		ok := CheckICRCUnknownIPID(&pf)
+		ok := packet.CheckICRCUnknownIPID(&pf)
 		if pf.ICRCOK() && !ok {
 			t.Fatal("an exactly right ICRC must pass")
 		}

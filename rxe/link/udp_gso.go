@@ -23,11 +23,9 @@ import (
 // the segments upwards from the run's first: the link's datagrams are DF
 // from an unconnected socket, so the first has ID 0 (as without GSO) and
 // segment k has ID k. The ICRC covers the ID, and the device computed it
-// for ID 0, so the link corrects the ICRC of segment k >= 1: a CRC is
-// affine, and flipping the ID bits changes it by a fixed column per bit
-// moved to the packet's end (see icrc.go), so the correction is a few
-// hundred bit operations, not a new CRC over the packet. The corrected
-// ICRC goes out from a buffer of the link's (a second iovec), so the
+// for ID 0, so the link corrects the ICRC of segment k >= 1
+// (packet.IPv4IDCorrections; the arithmetic is explained in packet/ipid.go).
+// The corrected ICRC goes out from a buffer of the link's (a second iovec), so the
 // caller's frame is not written to. A receiver that sees the ID (rxe) then
 // finds the ICRC right; one that does not (this link) checks it with the ID
 // unknown, as it does for every IPv4 sender. IPv6 has no ID: nothing to
@@ -45,7 +43,7 @@ import (
 
 // maxGSOSegs bounds the segments of one send (UDP_MAX_SEGMENTS was 64 until
 // Linux 6.9).
-const maxGSOSegs = 64
+const maxGSOSegs = packet.MaxIPv4IDCorrection
 
 // maxUDPLen is the largest UDP length (header and payload) the 16-bit
 // length fields allow.
@@ -65,64 +63,3 @@ func maxRunSegs(seg, ipLen int) int {
 	}
 	return max(1, min(maxGSOSegs, (maxUDPLen-ipLen-packet.UDPLen)/seg))
 }
-
-// icrcAdjustCache holds the ICRC corrections (icrcIDColumn moved by
-// icrcIDShift) for the two packet lengths last asked for: a run is of one
-// length but may end with a shorter packet, which must not evict the run's
-// corrections before the next run of that length.
-type icrcAdjustCache struct {
-	e    [2]icrcAdjustLen
-	last int // the entry used last
-}
-
-// icrcAdjustLen is the corrections for one packet length.
-type icrcAdjustLen struct {
-	n     int
-	shift uint32
-	have  uint64 // bit id: adj[id] is valid
-	adj   [maxGSOSegs]uint32
-}
-
-// get returns what to XOR into the ICRC of an IPv4 packet of n transport
-// bytes (ICRC excluded), computed for ID 0, for it to be right with ID id
-// (< maxGSOSegs).
-func (c *icrcAdjustCache) get(id, n int) uint32 {
-	i := c.last
-	if e := &c.e[i]; e.n != n || e.have == 0 {
-		i ^= 1 // the other entry: it holds n, or it is the older one to reuse
-		if e := &c.e[i]; e.n != n || e.have == 0 {
-			e.n, e.shift, e.have = n, icrcIDShift(n), 0
-		}
-	}
-	c.last = i
-	e := &c.e[i]
-	if e.have&(1<<id) == 0 {
-		e.adj[id] = multModP(icrcIDColumn(uint16(id)), e.shift)
-		e.have |= 1 << id
-	}
-	return e.adj[id]
-}
-
-// icrcIDColumn returns the raw CRC change of setting IPv4 ID id (from 0),
-// at the position where the IPv4 header's first 8 bytes end.
-func icrcIDColumn(id uint16) uint32 {
-	var col uint32
-	for i := 0; i < 16; i++ {
-		if id&(0x8000>>i) != 0 {
-			col ^= idColumnBase[i]
-		}
-	}
-	return col
-}
-
-// icrcIDShift returns the factor that moves an ID column to the end of an
-// IPv4 RoCE packet whose transport part, ICRC excluded, is n bytes.
-func icrcIDShift(n int) uint32 {
-	return xPowPos8n(packet.IPv4Len - 8 + packet.UDPLen + n)
-}
-
-// shiftForward moves a CRC difference forward across bytes: x^(8n).
-var shiftForward = newCRCShift(1 << (31 - 8)) // x^8, reflected
-
-// xPowPos8n returns x^(8n).
-func xPowPos8n(n int) uint32 { return shiftForward.pow(n) }

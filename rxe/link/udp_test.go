@@ -103,7 +103,7 @@ func TestUDPLinkIPv4(t *testing.T) {
 		assert.Equal(t, wa.HopLimit, ad.HopLimit, "TTL through IP_TTL/IP_RECVTTL")
 		assert.True(t, ad.DF)
 		assert.True(t, f.ICRCOK(), "frame %d: exact check with ID 0 and DF", i)
-		assert.True(t, CheckICRCUnknownIPID(&f))
+		assert.True(t, packet.CheckICRCUnknownIPID(&f))
 		assert.Equal(t, b.MAC(), [6]byte(g[0:6]))
 		assert.Equal(t, a.MAC(), [6]byte(g[6:12]))
 	}
@@ -184,7 +184,7 @@ func TestUDPLinkIPv6(t *testing.T) {
 		assert.Equal(t, wa.HopLimit, ad.HopLimit)
 		assert.Equal(t, lo, ad.Dst)
 		assert.True(t, f.ICRCOK(), "frame %d", i)
-		assert.True(t, CheckICRCUnknownIPID(&f))
+		assert.True(t, packet.CheckICRCUnknownIPID(&f))
 	}
 }
 
@@ -227,7 +227,7 @@ func TestUDPLinkTOSTTLWithAndWithoutControlMessages(t *testing.T) {
 				ad := f.Addressing()
 				assert.Equal(t, tosTTL[i][0], ad.TrafficClass, "frame %d", i)
 				assert.Equal(t, tosTTL[i][1], ad.HopLimit, "frame %d", i)
-				assert.True(t, CheckICRCUnknownIPID(&f), "frame %d", i)
+				assert.True(t, packet.CheckICRCUnknownIPID(&f), "frame %d", i)
 			}
 		})
 	}
@@ -246,7 +246,7 @@ func TestUDPLinkBoundToAllAddresses(t *testing.T) {
 	ad := f.Addressing()
 	assert.Equal(t, udpB, ad.Dst, "destination from IP_PKTINFO")
 	assert.Equal(t, udpA, ad.Src)
-	assert.True(t, CheckICRCUnknownIPID(&f))
+	assert.True(t, packet.CheckICRCUnknownIPID(&f))
 }
 
 // The link asks for DefaultUDPSocketBuffer unless told otherwise: the
