@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -186,12 +184,11 @@ func Load(path string) (*Scenario, error) {
 	return s, nil
 }
 
-// Parse reads a scenario from JSON, rejecting unknown fields, and checks it.
+// Parse reads a scenario from JSON, rejecting unknown fields and trailing
+// data with the line and column of the fault, and checks it.
 func Parse(b []byte) (*Scenario, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var s Scenario
-	if err := dec.Decode(&s); err != nil {
+	if err := decodeStrict(b, &s); err != nil {
 		return nil, fmt.Errorf("parse scenario: %w", err)
 	}
 	if err := s.check(); err != nil {
