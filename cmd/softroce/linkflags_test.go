@@ -16,6 +16,8 @@ import (
 	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/rxe/link"
 	"github.com/softroce/softroce/verbsapi"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 func TestParseAddr(t *testing.T) {
@@ -146,12 +148,8 @@ func TestAddr6(t *testing.T) {
 		_, _, err := openDevice(tc.lf, "a")
 		assert.ErrorContains(t, err, tc.want, "%+v", tc.lf)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("tap links need root (CAP_NET_ADMIN)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
 	name := fmt.Sprintf("sra6%d", os.Getpid()%100000)
 	ctx, closeFn, err := openDevice(linkFlags{Link: "tap", Tap: name, Addr: "10.99.0.1", Addr6: "fd99::1"}, "rxe0")
 	require.NoError(t, err)

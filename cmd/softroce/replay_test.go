@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/replay"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 func TestReplayCmdPerPacket(t *testing.T) {
@@ -248,12 +249,8 @@ func TestReplayCmdSend(t *testing.T) {
 // answers ARP for it and hands the datagrams to a plain UDP socket. It
 // needs root and /dev/net/tun.
 func TestReplayCmdSendTAP(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a TAP interface")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
 	const dev = "srrplay0"
 	ip := func(args ...string) {
 		out, err := exec.Command("ip", args...).CombinedOutput()

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/verbsapi"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // TestTAPEveryOperation joins two devices on two TAP interfaces through a
@@ -19,15 +21,9 @@ import (
 // immediate, READ, compare-and-swap, fetch-and-add and a UD send. It needs
 // root and /dev/net/tun (CI runs as root); elsewhere it skips.
 func TestTAPEveryOperation(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("tap links need root (CAP_NET_ADMIN)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
+	testenv.Tools(t, "apt-get install iproute2", "ip")
 	ip := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command("ip", args...).CombinedOutput()

@@ -14,6 +14,8 @@ import (
 	"github.com/softroce/softroce/packet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 func ipCmd(t *testing.T, args ...string) {
@@ -25,15 +27,9 @@ func ipCmd(t *testing.T, args ...string) {
 // bridgedTAPs returns two TAP links on two interfaces joined by a Linux
 // bridge, all removed when the test ends.
 func bridgedTAPs(t *testing.T) (a, b *TAP) {
-	if os.Geteuid() != 0 {
-		t.Skip("TAP links need root (CAP_NET_ADMIN)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
+	testenv.Tools(t, "apt-get install iproute2", "ip")
 	id := os.Getpid() % 100000
 	br := fmt.Sprintf("srtbr%d", id)
 	ipCmd(t, "link", "add", br, "type", "bridge")
@@ -150,12 +146,8 @@ func TestTAPLinkNeedsAddress(t *testing.T) {
 }
 
 func TestTAPKeepsPersistentInterface(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("TAP links need root (CAP_NET_ADMIN)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
 	name := fmt.Sprintf("srtp%d", os.Getpid()%100000)
 	ipCmd(t, "tuntap", "add", "dev", name, "mode", "tap")
 	t.Cleanup(func() { exec.Command("ip", "link", "del", name).Run() })

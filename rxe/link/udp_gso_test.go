@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/packet"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // The ICRC correction for the IPv4 ID the kernel gives a GSO segment must
@@ -167,12 +169,8 @@ func TestUDPLinkGSORunsIPv6(t *testing.T) {
 // into datagrams itself: what reaches the wire must carry IP IDs 0, 1, 2...
 // and ICRCs that are exactly right for them, as rxe checks them. Needs root.
 func TestUDPLinkGSOSegmentsOnWire(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a TAP device")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
+	testenv.Root(t)
+	testenv.TUN(t)
 	name := fmt.Sprintf("srtgso%d", os.Getpid()%100000)
 	ifc, err := water.New(water.Config{DeviceType: water.TAP, PlatformSpecificParams: water.PlatformSpecificParams{Name: name}})
 	require.NoError(t, err)

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // Loopback addresses private to these tests (other packages' tests use
@@ -310,9 +312,7 @@ func hasNetAdmin(t *testing.T) bool {
 // exactly what the device computed the ICRC over: source port 4791, IP ID
 // 0, DF. Seen with a packet socket on lo (needs root).
 func TestUDPLinkWireHeaderMatchesICRC(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a packet socket")
-	}
+	testenv.Root(t)
 	lo, err := netIfIndex("lo")
 	require.NoError(t, err)
 	ps, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
