@@ -1,0 +1,210 @@
+package interop
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hostCase is one program pair for testSoftroce: the kernel-rxe program in
+// the guest and the softroce subcommand on the host, both without the peer
+// address, and how to tell that each side succeeded.
+type hostCase struct {
+	name  string
+	guest string   // guest script; {peer} stands for the server's address ("" in the server)
+	host  []string // softroce arguments, without link flags
+	// dropIn, when set, is an unmodified Debian program that softroce runs
+	// with its drop-in libibverbs.so.1 (`softroce run`) instead of host.
+	dropIn  []string
+	check   func(t *testing.T, who string, r Result) // success of one side
+	minRoCE int                                      // RoCE frames the capture must hold
+	jumbo   bool                                     // path MTU 4096: guest b (MTU 9000), softroce --mtu 9000
+	// retxRole is softroce's role ("client", "server") in which the
+	// capture must show resent packets: the lossy side sends the data.
+	// "any" only logs their number; "" neither.
+	retxRole string
+	// ipv6 runs the case between IPv6 GIDs: softroce at hostAddr6 (udp
+	// link) or stackAddr6 (tap link), {gid} in guest the guest's GID index
+	// for its fd77:: address.
+	ipv6 bool
+}
+
+func pingpongCase(tr string) hostCase {
+	prog, size, iters := pingpongArgs(tr)
+	return hostCase{
+		name:    "pingpong_" + tr,
+		guest:   fmt.Sprintf("%s -d rxe0 -g 1 -s %d -n %d {peer}", prog, size, iters),
+		host:    []string{"pingpong", "--transport", tr, "-g", "1", "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)},
+		check:   func(t *testing.T, who string, r Result) { requirePingpongOK(t, who, r, iters) },
+		minRoCE: 2 * iters,
+	}
+}
+
+// perfCase is perftest's ib_<verb>_bw (or _lat) against
+// `softroce perf <verb>` (--lat), at path MTU 1024 with guest a.
+// loss > 0 makes both senders lose that percentage of their frames: netem
+// on the guest's eth0, --fault on softroce, so retransmission and NAK
+// handling must interoperate.
+func perfCase(verb string, lat bool, size, iters int, loss int) hostCase {
+	return perfSpec{verb: verb, lat: lat, size: size, iters: iters, fault: loss, netem: loss}.hostCase()
+}
+
+// perfSpec is one perftest-against-softroce perf case.
+type perfSpec struct {
+	verb        string
+	lat         bool
+	size, iters int
+	pathMTU     int    // -m on both sides; 0: the default (1024) and no flag; 4096 needs the jumbo guest
+	fault       int    // percent loss on softroce's sends (--fault)
+	netem       int    // percent loss on the guest's sends (netem)
+	atomicOp    string // -A for atomics: "" (perftest's default, FETCH_AND_ADD) or CMP_AND_SWAP
+	name        string
+}
+
+func (p perfSpec) hostCase() hostCase {
+	verb, size, iters := p.verb, p.size, p.iters
+	kind, name := "bw", "perf_"+verb
+	host := []string{"perf", verb, "-x", "1", "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)}
+	if p.lat {
+		kind, name = "lat", name+"_lat"
+		host = append(host, "--lat")
+	}
+	guest := fmt.Sprintf("ib_%s_%s -d rxe0 -x 1 -F -s %d -n %d", verb, kind, size, iters)
+	jumbo := false
+	if p.pathMTU != 0 {
+		host = append(host, "-m", strconv.Itoa(p.pathMTU))
+		guest += fmt.Sprintf(" -m %d", p.pathMTU)
+		jumbo = p.pathMTU > 1024
+	}
+	if p.atomicOp != "" {
+		host = append(host, "-A", p.atomicOp)
+		guest += " -A " + p.atomicOp
+		name += "_" + strings.ToLower(p.atomicOp)
+	}
+	guest += " {peer}"
+	switch {
+	case p.fault > 0 && p.fault == p.netem:
+		name += fmt.Sprintf("_loss%d", p.fault)
+	case p.fault > 0:
+		name += fmt.Sprintf("_fault%d", p.fault)
+	case p.netem > 0:
+		name += fmt.Sprintf("_netem%d", p.netem)
+	}
+	if p.fault > 0 {
+		host = append(host, "--fault", fmt.Sprintf("loss=%d%%,seed=7", p.fault))
+	}
+	if p.netem > 0 {
+		// Scripts run under bash, so iproute2's tc is used, not busybox's.
+		guest = fmt.Sprintf("tc qdisc replace dev eth0 root netem loss %d%% || exit 99\n%s; rc=$?\ntc qdisc del dev eth0 root\nexit $rc", p.netem, guest)
+	}
+	if p.name != "" {
+		name = p.name
+	}
+	check := func(t *testing.T, who string, r Result) { requirePerfOK(t, who, r, size, iters) }
+	if p.lat && (verb == "read" || verb == "atomic") {
+		// read_lat.c's and atomic_lat.c's server only serves the client's
+		// requests and waits for it to close: it measures nothing and
+		// prints no result row, so it must just exit 0 after connecting.
+		check = func(t *testing.T, who string, r Result) {
+			t.Helper()
+			if !strings.HasSuffix(who, " server") {
+				requirePerfOK(t, who, r, size, iters)
+				return
+			}
+			require.Equal(t, 0, r.Status, "%s exit status; output:\n%s", who, r.Output)
+			require.Contains(t, r.Output, "remote address:", "%s never connected:\n%s", who, r.Output)
+			t.Logf("%s: served, %v wall", who, r.Elapsed.Round(time.Millisecond))
+		}
+	}
+	hc := hostCase{
+		name:    name,
+		guest:   guest,
+		host:    host,
+		check:   check,
+		minRoCE: iters,
+		jumbo:   jumbo,
+	}
+	if p.fault > 0 || p.netem > 0 {
+		hc.retxRole = "any"
+	}
+	// Data flows from the requester for write, from the responder for read;
+	// softroce is the requester as the client. With 10 % loss on 30
+	// four-packet messages, some data packet is lost for any seed but a
+	// vanishingly unlikely one (0.9^120).
+	dataFromClient := verb == "write"
+	switch {
+	case p.fault >= 10 && p.netem == 0 && dataFromClient:
+		hc.retxRole = "client"
+	case p.fault >= 10 && p.netem == 0:
+		hc.retxRole = "server"
+	case p.netem >= 10 && p.fault == 0 && dataFromClient:
+		hc.retxRole = "server"
+	case p.netem >= 10 && p.fault == 0:
+		hc.retxRole = "client"
+	}
+	return hc
+}
+
+// sweepSizes are the message sizes of the MTU-boundary sweep: below, at and
+// above one packet at path MTU 1024, one 4096 packet, and many packets.
+var sweepSizes = []int{1, 3, 1023, 1024, 1025, 4096, 65536, 1 << 20}
+
+// sweepCases are ib_send_bw against softroce perf send for every sweep size
+// at path MTU 1024 (guest a, MTU 1500) and 4096 (guest b, MTU 9000).
+// Counts stay small so that each run takes about a second under TCG.
+func sweepCases() []hostCase {
+	var cs []hostCase
+	for _, mtu := range []int{1024, 4096} {
+		for _, size := range sweepSizes {
+			iters := 10
+			if size >= 1<<20 {
+				iters = 5
+			}
+			cs = append(cs, perfSpec{verb: "send", size: size, iters: iters, pathMTU: mtu,
+				name: fmt.Sprintf("sweep_send_m%d_s%d", mtu, size)}.hostCase())
+		}
+	}
+	return cs
+}
+
+// lossCases are write and read bandwidth runs with 2 % and 10 % loss on one
+// side at a time: softroce's own fault injection, then netem in the guest;
+// then 10 % both ways at path MTU 4096 against the jumbo guest.
+func lossCases() []hostCase {
+	var cs []hostCase
+	for _, verb := range []string{"write", "read"} {
+		for _, pct := range []int{2, 10} {
+			cs = append(cs,
+				perfSpec{verb: verb, size: 4096, iters: 30, fault: pct}.hostCase(),
+				perfSpec{verb: verb, size: 4096, iters: 30, netem: pct}.hostCase())
+		}
+		// Path MTU 4096 against the jumbo guest: 16 KiB messages are four
+		// packets each, as 4 KiB ones are at 1024, so 10 % loss on the data
+		// sender loses some packet for any seed (0.9^120).
+		cs = append(cs,
+			perfSpec{verb: verb, size: 16384, iters: 30, pathMTU: 4096, fault: 10,
+				name: fmt.Sprintf("perf_%s_m4096_fault10", verb)}.hostCase(),
+			perfSpec{verb: verb, size: 16384, iters: 30, pathMTU: 4096, netem: 10,
+				name: fmt.Sprintf("perf_%s_m4096_netem10", verb)}.hostCase())
+	}
+	return cs
+}
+
+// perfRowRE is perftest's result row: bytes, iterations, then the
+// bandwidth (peak, average, message rate) or latency figures.
+var perfRowRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)((?:\s+[0-9.]+){3,})\s*$`)
+
+func requirePerfOK(t *testing.T, who string, r Result, size, iters int) {
+	t.Helper()
+	require.Equal(t, 0, r.Status, "%s exit status; output:\n%s", who, r.Output)
+	m := perfRowRE.FindStringSubmatch(r.Output)
+	require.NotNil(t, m, "%s printed no result row:\n%s", who, r.Output)
+	require.Equal(t, strconv.Itoa(size), m[1], who)
+	require.Equal(t, strconv.Itoa(iters), m[2], who)
+	t.Logf("%s: %s B x %s, figures %s, %v wall", who, m[1], m[2], strings.Join(strings.Fields(m[3]), " "), r.Elapsed.Round(time.Millisecond))
+}
