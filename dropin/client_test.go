@@ -23,6 +23,8 @@ type testClient struct {
 	t     *testing.T
 	uc    *net.UnixConn
 	local *conn
+	// reason is the reason text of the last failed answer, if it had one.
+	reason string
 }
 
 // localClient is a client without a socket.
@@ -106,10 +108,18 @@ func (c *testClient) call(op uint32, body []byte, fds ...int) (syscall.Errno, []
 		fd = got[0]
 		c.t.Cleanup(func() { syscall.Close(fd) })
 	}
-	out := make([]byte, binary.LittleEndian.Uint32(hdr[4:]))
+	blen := binary.LittleEndian.Uint32(hdr[4:])
+	out := make([]byte, blen&^srReason)
 	_, err = io.ReadFull(c.uc, out)
 	require.NoError(c.t, err)
-	return syscall.Errno(binary.LittleEndian.Uint32(hdr[:])), out, fd
+	errno := syscall.Errno(binary.LittleEndian.Uint32(hdr[:]))
+	c.reason = ""
+	if blen&srReason != 0 {
+		require.NotZero(c.t, errno, "a reason flags a failed answer only")
+		require.LessOrEqual(c.t, len(out), srMaxReason)
+		c.reason, out = string(out), []byte{}
+	}
+	return errno, out, fd
 }
 
 // do makes a call that must succeed and decodes its answer into out (nil:

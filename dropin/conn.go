@@ -146,6 +146,9 @@ func (d *Server) serve(uc *net.UnixConn) {
 			fd = -1
 			if !carriesPostResp(r.op) {
 				c.w.reset()
+				if c.reason != nil {
+					c.w.putReason(c.reason.Error())
+				}
 			}
 		}
 		if err := c.w.send(errno, fd); err != nil {
@@ -305,6 +308,13 @@ func (c *conn) cleanup() {
 	// Whatever the loops above could not destroy (a destroy that failed),
 	// the context's Close takes with it.
 	c.ctx.Close()
+}
+
+// refuse fails the current call with errno for the reason the format
+// gives, which the log line and the library's SOFTROCE_DEBUG output show.
+func (c *conn) refuse(errno syscall.Errno, format string, args ...any) syscall.Errno {
+	c.reason = fmt.Errorf(format, args...)
+	return errno
 }
 
 // logRefused logs a refused request with its reason, rate-limited: the

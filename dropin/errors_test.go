@@ -84,3 +84,23 @@ func TestLogLimiter(t *testing.T) {
 	require.True(t, ok, "a token back after 1/logRate s")
 	assert.EqualValues(t, 7, n, "the held-back lines, reported with the next")
 }
+
+// A refused call's answer carries the reason (flagged SR_REASON) for the
+// library's SOFTROCE_DEBUG output; the errno is unchanged, and a refusal
+// without more to say carries none.
+func TestRefusalCarriesReason(t *testing.T) {
+	_, sock := startTestDaemon(t, "10.0.0.9")
+	c := dialDaemon(t, sock)
+	errno, _, _ := c.call(opQueryPort, enc(wireQuery{0, 2, 0}))
+	require.Equal(t, syscall.EINVAL, errno)
+	assert.Equal(t, "query port 2: the device has port 1 only", c.reason)
+	errno, _, _ = c.call(opCreateCQ, enc(wireCreateCQ{CQE: 1 << 30, Channel: srNone}))
+	require.NotZero(t, errno)
+	assert.Contains(t, c.reason, "cq")
+	errno, _, _ = c.call(opDeallocPD, enc(wireHandle{42}))
+	require.Equal(t, syscall.EINVAL, errno)
+	assert.Empty(t, c.reason)
+	// The connection is still in step after answers with reasons.
+	var out wireDeviceAttr
+	c.do(opQueryDevice, enc(wireQuery{}), &out)
+}

@@ -119,8 +119,11 @@ func TestLibQuery(t *testing.T) {
 	gid0, err := d.ctx.QueryGID(1, 0)
 	require.NoError(t, err)
 
+	t.Setenv("SOFTROCE_DEBUG", "1")
 	stdout, stderr, err := runWithLib(lib, sock, exe)
 	require.NoError(t, err, "stderr: %s\nstdout: %s", stderr, stdout)
+	// SOFTROCE_DEBUG: the server's reason for the refused port 2 query.
+	require.Contains(t, stderr, "op 3 failed: Invalid argument: query port 2: the device has port 1 only")
 	want := fmt.Sprintf(`devices 1 first rxe5 index 0 guid %016x
 port 1 state active active_mtu %d link_layer 2
 port 2 rc 22

@@ -21,9 +21,14 @@ const (
 	srMaxBody     = 1 << 20    // largest body either side accepts
 	srMaxMRPieces = 64         // memfd pieces (and fds) per REG_MR
 	hdrSize       = 8          // struct sr_hdr
+	// srReason is SR_REASON: set in a failed answer's length, it says the
+	// body is the reason's text (at most srMaxReason bytes), for the library
+	// to print under SOFTROCE_DEBUG.
+	srReason    = 1 << 31
+	srMaxReason = 256
 	// srProtoVersion is SR_PROTO_VERSION: a LIST carrying another one is
 	// refused with EPROTONOSUPPORT.
-	srProtoVersion = 2
+	srProtoVersion = 3
 )
 
 // Operations (enum sr_op).
@@ -307,6 +312,8 @@ type wire struct {
 	in  []byte // request body
 	oob []byte // control messages
 	out []byte // the answer: header, then body
+	// reason says out's body is a failure's reason (putReason).
+	reason bool
 }
 
 func newWire(uc *net.UnixConn) *wire {
@@ -410,11 +417,26 @@ func (w *wire) put(v any) {
 	}
 }
 
+// putReason makes the answer a failure's reason: why as text, cut to
+// srMaxReason bytes, flagged SR_REASON in the header by send.
+func (w *wire) putReason(why string) {
+	if len(why) > srMaxReason {
+		why = why[:srMaxReason]
+	}
+	w.out = append(w.out[:hdrSize], why...)
+	w.reason = true
+}
+
 // send writes the answer with status and, when fd >= 0, the descriptor fd
 // as SCM_RIGHTS (the kernel gives the client its own copy).
 func (w *wire) send(status syscall.Errno, fd int) error {
+	blen := uint32(len(w.out) - hdrSize)
+	if w.reason {
+		blen |= srReason
+		w.reason = false
+	}
 	binary.LittleEndian.PutUint32(w.out[0:], uint32(status))
-	binary.LittleEndian.PutUint32(w.out[4:], uint32(len(w.out)-hdrSize))
+	binary.LittleEndian.PutUint32(w.out[4:], blen)
 	var oob []byte
 	if fd >= 0 {
 		oob = syscall.UnixRights(fd)

@@ -26,7 +26,7 @@ func (c *conn) query(op uint32, b []byte) syscall.Errno {
 		return syscall.EINVAL
 	}
 	if op != opList && q.Dev != 0 {
-		return syscall.ENODEV
+		return c.refuse(syscall.ENODEV, "device %d: the server serves one device, 0", q.Dev)
 	}
 	switch op {
 	case opList:
@@ -39,7 +39,7 @@ func (c *conn) query(op uint32, b []byte) syscall.Errno {
 	case opQueryPort:
 		p, err := c.ctx.QueryPort(int(q.Port))
 		if err != nil {
-			return syscall.EINVAL
+			return c.refuse(syscall.EINVAL, "query port %d: the device has port 1 only", q.Port)
 		}
 		c.w.put(wirePort(p))
 	case opQueryGID:

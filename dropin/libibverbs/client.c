@@ -226,6 +226,24 @@ int sr_call(int fd, uint32_t op, const void *body, uint32_t len,
 		err = recv_full(fd, &h, sizeof(h), &rfd);
 	if (err)
 		goto broken;
+	if (h.op_or_status && (h.len & SR_REASON)) {
+		char why[SR_MAX_REASON + 1];
+		uint32_t n = h.len & ~SR_REASON;
+
+		if (n > SR_MAX_REASON) {
+			err = EPROTO;
+			goto broken;
+		}
+		err = recv_full(fd, why, n, &rfd);
+		if (err)
+			goto broken;
+		why[n] = 0;
+		if (getenv("SOFTROCE_DEBUG"))
+			fprintf(stderr, "softroce libibverbs: op %u failed: %s: %s\n",
+				op, strerror((int)h.op_or_status), why);
+		err = h.op_or_status;
+		goto out;
+	}
 	if (h.len > SR_MAX_BODY) {
 		if (getenv("SOFTROCE_DEBUG"))
 			fprintf(stderr, "softroce libibverbs: an answer of %u bytes (op %u): "

@@ -1,12 +1,15 @@
 /* proto.h: the protocol between libibverbs.so.1 and the softroce daemon, over
  * a Unix stream socket (one per ibv_context; the device list uses a short-lived
- * one). The Go side is cmd/softroce/daemon_proto.go; the two must change
+ * one). The Go side is dropin/proto.go (package dropin); the two must change
  * together (TestWireStructSizes compares the sizes).
  *
  * Framing. A request is a struct sr_hdr {op, len} followed by len bytes of
  * body; the answer is a struct sr_hdr {status, len} followed by len bytes.
  * status is 0 or an errno value; a failed answer may still carry a body where
- * the op says so (POST_*: struct sr_post_resp). File descriptors travel as
+ * the op says so (POST_*: struct sr_post_resp). Any other failed answer may
+ * carry, with SR_REASON set in len, the server's reason as text (at most
+ * SR_MAX_REASON bytes, not NUL-terminated), which the library prints when
+ * SOFTROCE_DEBUG is set; the errno is the call's result either way. File descriptors travel as
  * SCM_RIGHTS on the header's sendmsg: REG_MR's and REREG_MR's memfds from
  * the library, the eventfds of ASYNC_FD and CREATE_COMP_CHANNEL from the
  * daemon. Calls on one socket are strictly one at a time.
@@ -30,7 +33,10 @@
  * library sends it with SR_OP_LIST (struct sr_hello); a daemon that speaks
  * another version answers EPROTONOSUPPORT, so a stale daemon or library is
  * named instead of misread. */
-#define SR_PROTO_VERSION 2
+#define SR_PROTO_VERSION 3
+
+#define SR_REASON 0x80000000u /* in a failed answer's len: the body is a reason */
+#define SR_MAX_REASON 256
 
 enum sr_op {
 	/* queries: body struct sr_query */
