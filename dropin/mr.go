@@ -4,7 +4,10 @@ package dropin
 // into memfds mapped at their old addresses in the program; the daemon maps
 // the same memfd pages, in the same order, into one contiguous range of its
 // own and registers that. Both processes then share the pages: RDMA writes
-// land in the program's memory, and atomics are atomic for both.
+// land in the program's memory. Atomics (FETCH_ADD, CMP_SWAP) are atomic
+// against every other operation of the device, which runs them under its
+// lock, not against the program's own CPU accesses to the word: the device
+// reports IBV_ATOMIC_HCA, as kernel rxe does, not IBV_ATOMIC_GLOB.
 
 import (
 	"errors"

@@ -84,7 +84,7 @@ func TestDaemonMRShared(t *testing.T) {
 	assert.Equal(t, syscall.EINVAL, errno, "fewer pieces than npieces says")
 	errno, _, _ = a.call(opRegMR, enc(wireRegMR{PD: 999, Addr: base, Length: 4096, NPieces: 1}, wireMRPiece{VAddr: base, Len: 4096}), m1.fd)
 	assert.Equal(t, syscall.EINVAL, errno, "unknown pd")
-	assert.Equal(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls")
+	assert.Subset(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls (nothing new is open)")
 
 	a.do(opDeregMR, enc(wireHandle{mr.Handle}), nil)
 	a.uc.Close()
@@ -200,7 +200,7 @@ func TestDaemonReregMR(t *testing.T) {
 		errno, _ := a.reregMR(tc.r, tc.pieces, tc.fds...)
 		assert.Equal(t, syscall.EINVAL, errno, tc.name)
 	}
-	assert.Equal(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls")
+	assert.Subset(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls (nothing new is open)")
 	copy(b.mem.mem, "still here")
 	require.Zero(t, b.writeTo(3, base+30, mr.RKey, 0, 10).Status)
 	assert.Equal(t, "still here", string(m1.mem[30:40]))

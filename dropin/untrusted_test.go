@@ -62,7 +62,7 @@ func TestDaemonMRFiles(t *testing.T) {
 		errno, _ := c.regMR(pd, base, 4096, piece, tc.fd)
 		assert.Equal(t, syscall.EINVAL, errno, tc.name)
 	}
-	assert.Equal(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls")
+	assert.Subset(t, fdsBefore, openFDs(t), "the daemon closes the fds of failed calls (nothing new is open)")
 
 	fd := memfd(unix.MFD_ALLOW_SEALING, 0)
 	errno, mr := c.regMR(pd, base, 4096, piece, fd)
@@ -197,7 +197,10 @@ func TestDaemonDrippedFDs(t *testing.T) {
 	send(body[:1], fds[:1])
 	send(body[1:], nil)
 	answer("a descriptor with the body's first byte")
-	assert.Equal(t, fdsBefore, openFDs(t), "the daemon keeps no descriptor")
+	// Nothing new is open: the daemon kept none of the dripped descriptors.
+	// (A descriptor open before may close meanwhile: an earlier test's file
+	// finalized by the garbage collector.)
+	assert.Subset(t, fdsBefore, openFDs(t), "the daemon keeps no descriptor")
 
 	// The connection still works.
 	errno, mr := c.regMR(pd, 0x7f0000300000, 4096, []wireMRPiece{{VAddr: 0x7f0000300000, Len: 4096}}, m.fd)

@@ -26,6 +26,7 @@ func armSRQLimit(t *testing.T, ca, cb *Context) (*SRQ, func()) {
 	q, err := pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq, QPType: RC,
 		Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
 	require.NoError(t, err)
+	assert.ErrorIs(t, q.PostRecv(&RecvWR{}), ErrHasSRQ, "receives go to the SRQ")
 	connectHosts(t, a, &testHost{ctx: cb, pd: pd, scq: cq, rcq: cq, qp: q, mr: mr}, nil)
 	for i := range 4 {
 		require.NoError(t, srq.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{mr.SGE(i*100, 100)}}))

@@ -110,29 +110,9 @@ func TestUDSendWithAH(t *testing.T) {
 // The SRQ limit event fires once the posted WQEs fall below the limit.
 func TestSRQLimitEvent(t *testing.T) {
 	ca, cb := startPair(t)
-	a := newHost(t, ca, hostOpts{})
-	pd, err := cb.AllocPD()
-	require.NoError(t, err)
-	cq, err := cb.CreateCQ(16, nil)
-	require.NoError(t, err)
-	srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 8, MaxSGE: 1})
-	require.NoError(t, err)
-	mr, err := pd.RegMR(make([]byte, 1024), AccessAll)
-	require.NoError(t, err)
-	q, err := pd.CreateQP(QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq, QPType: RC,
-		Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
-	require.NoError(t, err)
-	assert.ErrorIs(t, q.PostRecv(&RecvWR{}), ErrHasSRQ)
-	b := &testHost{ctx: cb, pd: pd, scq: cq, rcq: cq, qp: q, mr: mr}
-	connectHosts(t, a, b, nil)
-	for i := range 4 {
-		require.NoError(t, srq.PostRecv(&RecvWR{ID: uint64(i), SGL: []SGE{mr.SGE(i*100, 100)}}))
-	}
-	require.NoError(t, srq.ModifyLimit(3))
+	srq, raise := armSRQLimit(t, ca, cb)
 	assert.Equal(t, SRQInitAttr{MaxWR: 8, MaxSGE: 1, Limit: 3}, srq.Query())
-	for range 2 {
-		require.NoError(t, a.qp.PostSend(&SendWR{Opcode: WRSend, SGL: []SGE{a.mr.SGE(0, 10)}}))
-	}
+	raise()
 	e := nextEvent(t, cb)
 	assert.Equal(t, EventSRQLimitReached, e.Type)
 	assert.Same(t, srq, e.SRQ)
