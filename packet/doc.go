@@ -53,7 +53,18 @@
 // Packet.FromLayers convert between the two worlds. The data path (Decode, AppendTo, the ICRC, ParseFrame)
 // does not use gopacket.
 //
+// Connection management. A MAD (mad.go) is the 256-byte payload of a UD
+// SEND ONLY between the QP 1s of two ports with the GSI Q_Key; Packet.MAD
+// finds one and ParseCMMAD checks it is the connection manager's. The CM
+// messages (cm*.go: REQ, REP, RTU, REJ, MRA, DREQ, DREP, SIDR_REQ,
+// SIDR_REP) are fields structs with Decode and Encode over the MAD's data,
+// allocation-free, with their private data aliased; CMAHeader is the
+// rdma_cm header at the front of a REQ's private data. MADLayer is their
+// gopacket layer, after the DETH of a MAD.
+//
 // The tests check the encoding against independent oracles: tshark's
 // InfiniBand dissector for every field of every opcode, scapy's
-// scapy.contrib.roce for the ICRC, and the kernel captures.
+// scapy.contrib.roce for the ICRC, and the kernel captures (CM messages: the
+// rping, send_rdmacm and udaddy captures re-encode byte for byte, and tshark
+// dissects every field of random messages as they were encoded).
 package packet

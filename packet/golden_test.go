@@ -89,7 +89,10 @@ func checkLayerChain(t *testing.T, gp gopacket.Packet, p *packet.Packet) {
 			want = append(want, h.lt)
 		}
 	}
-	if len(p.Payload) > 0 {
+	switch {
+	case info.Is(packet.HdrDETH) && p.DETH.QKey == packet.GSIQKey && p.DETH.SrcQP == packet.GSIQPN:
+		want = append(want, packet.LayerTypeMAD)
+	case len(p.Payload) > 0:
 		want = append(want, gopacket.LayerTypePayload)
 	}
 	var got []gopacket.LayerType

@@ -56,8 +56,9 @@ func headersAfter(hs, h Hdr) Hdr {
 // DecodingLayers returns a BTH layer and a layer for each extension header,
 // linked so that a gopacket.DecodingLayerParser given them (after its
 // Ethernet, IP and UDP layers) follows the opcode's header chain: each
-// extension header layer asks the BTH layer what comes next. Add a
-// gopacket.Payload to the parser for the payload.
+// extension header layer asks the BTH layer what comes next; a MAD on QP 1
+// (the connection manager's) decodes as a MADLayer. Add a gopacket.Payload
+// to the parser for the payload.
 func DecodingLayers() []gopacket.DecodingLayer {
 	bth := &BTHLayer{}
 	out := []gopacket.DecodingLayer{bth}
@@ -66,7 +67,7 @@ func DecodingLayers() []gopacket.DecodingLayer {
 		l.setBTH(bth)
 		out = append(out, l)
 	}
-	return out
+	return append(out, &MADLayer{})
 }
 
 // RETHLayer is the gopacket layer of the RDMA Extended Transport Header.
@@ -222,8 +223,18 @@ func (l *DETHLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) err
 	h, err := l.split(data, HdrDETH, DETHLen, df, "DETH")
 	if err == nil {
 		l.DETHFields = DETH(h).Fields()
+		l.next = l.payloadType(l.next)
 	}
 	return err
+}
+
+// payloadType turns next, the type of what follows the DETH, into
+// LayerTypeMAD when the payload is a MAD on QP 1.
+func (l *DETHLayer) payloadType(next gopacket.LayerType) gopacket.LayerType {
+	if next == gopacket.LayerTypePayload && isMAD(&l.DETHFields, len(l.Payload)) {
+		return LayerTypeMAD
+	}
+	return next
 }
 func (l *DETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
 	h, err := b.PrependBytes(DETHLen)
@@ -335,10 +346,17 @@ func (d extDecoder) Decode(data []byte, p gopacket.PacketBuilder) error {
 		return err
 	}
 	rest := hs &^ h
-	l.setNext(nextLayerType(rest, len(l.LayerPayload())))
+	next := nextLayerType(rest, len(l.LayerPayload()))
+	if d, ok := l.(*DETHLayer); ok {
+		next = d.payloadType(next)
+	}
+	l.setNext(next)
 	p.AddLayer(l)
 	if rest != 0 {
 		return p.NextDecoder(extDecoder(rest))
+	}
+	if next == LayerTypeMAD {
+		return p.NextDecoder(LayerTypeMAD)
 	}
 	return p.NextDecoder(gopacket.LayerTypePayload)
 }

@@ -298,6 +298,8 @@ func TestDecodingLayerParser(t *testing.T) {
 				q.FETH = roce[1].(*packet.FETHLayer).FETHFields
 			case gopacket.LayerTypePayload:
 				q.Payload = payload
+			case packet.LayerTypeMAD:
+				q.Payload = roce[len(roce)-1].(*packet.MADLayer).Payload()
 			}
 		}
 		require.Equal(t, p, q, "frame %d", i)

@@ -218,6 +218,7 @@ func (d *decoder) record(rec *pcapio.Record, frame int, rel time.Duration, c *de
 	if decErr == nil {
 		d.extHeaders(&p)
 		d.uint("len", "len", uint64(len(p.Payload)))
+		d.cm(&p)
 	}
 	d.icrc(icrcOK)
 	if csumNote != nil {

@@ -304,6 +304,11 @@ func TestDecodeJSON(t *testing.T) {
 		"RC_RDMA_READ_RESPONSE_FIRST":  {"syndrome", "syndrome_str", "msn"},
 		"RC_RDMA_READ_RESPONSE_MIDDLE": {},
 	}
+	// A MAD on QP 1 adds its CM message's fields.
+	byCM := map[string][]string{
+		"SIDR_REQ": {"cm", "cm_tid", "cm_request_id", "cm_service_id", "cm_src", "cm_dst"},
+		"SIDR_REP": {"cm", "cm_tid", "cm_request_id", "cm_status", "cm_qpn", "cm_qkey"},
+	}
 	perFile := map[string]int{}
 	seen := map[string]bool{}
 	var fileObjs []map[string]any
@@ -313,6 +318,11 @@ func TestDecodeJSON(t *testing.T) {
 			op, _ := o["opcode"].(string)
 			extra, known := byOpcode[op]
 			keys := append(append([]string(nil), common...), extra...)
+			if cm, ok := o["cm"].(string); ok {
+				require.Contains(t, byCM, cm, "line %d", i+1)
+				keys = append(keys, byCM[cm]...)
+				seen[cm] = true
+			}
 			for _, k := range keys {
 				assert.Contains(t, o, k, "line %d %s", i+1, op)
 			}
@@ -371,24 +381,49 @@ func TestDecodeMatchesTshark(t *testing.T) {
 	}
 	files, err := filepath.Glob(filepath.Join(rxeDir, "*.pcap"))
 	require.NoError(t, err)
-	// tshark field -> our JSON field and how to render ours like tshark.
+	// tshark field -> our JSON field and how to render ours like tshark;
+	// a field with a CM message name applies to that message only (tshark
+	// names each message's fields apart; we name them alike).
 	fields := []struct {
-		tshark, ours string
+		tshark, ours, when string
 	}{
-		{"frame.number", "frame"},
-		{"frame.time_relative", "time"},
-		{"udp.srcport", "sport"},
-		{"infiniband.bth.opcode", "opcode_num"},
-		{"infiniband.bth.destqp", "qpn"},
-		{"infiniband.bth.psn", "psn"},
-		{"infiniband.bth.a", "ackreq"},
-		{"infiniband.bth.p_key", "pkey"},
-		{"infiniband.reth.dmalen", "reth_len"},
-		{"infiniband.aeth.syndrome", "syndrome"},
-		{"infiniband.aeth.msn", "msn"},
-		{"infiniband.deth.q_key", "qkey"},
-		{"infiniband.deth.srcqp", "src_qp"},
-		{"infiniband.atomicacketh.origremdt", "orig"},
+		{"frame.number", "frame", ""},
+		{"frame.time_relative", "time", ""},
+		{"udp.srcport", "sport", ""},
+		{"infiniband.bth.opcode", "opcode_num", ""},
+		{"infiniband.bth.destqp", "qpn", ""},
+		{"infiniband.bth.psn", "psn", ""},
+		{"infiniband.bth.a", "ackreq", ""},
+		{"infiniband.bth.p_key", "pkey", ""},
+		{"infiniband.reth.dmalen", "reth_len", ""},
+		{"infiniband.aeth.syndrome", "syndrome", ""},
+		{"infiniband.aeth.msn", "msn", ""},
+		{"infiniband.deth.q_key", "qkey", ""},
+		{"infiniband.deth.srcqp", "src_qp", ""},
+		{"infiniband.atomicacketh.origremdt", "orig", ""},
+		{"infiniband.mad.transactionid", "cm_tid", ""},
+		{"infiniband.cm.req", "cm_local_comm", "REQ"},
+		{"infiniband.cm.req.serviceid", "cm_service_id", "REQ"},
+		{"infiniband.cm.req.localqpn", "cm_local_qpn", "REQ"},
+		{"infiniband.cm.req.startpsn", "cm_start_psn", "REQ"},
+		{"infiniband.cm.req.responderres", "cm_resp_res", "REQ"},
+		{"infiniband.cm.req.initdepth", "cm_init_depth", "REQ"},
+		{"infiniband.cm.req.retrcount", "cm_retry", "REQ"},
+		{"infiniband.cm.req.rnrretrcount", "cm_rnr_retry", "REQ"},
+		{"infiniband.cm.rep", "cm_local_comm", "REP"},
+		{"infiniband.cm.rep.remotecommid", "cm_remote_comm", "REP"},
+		{"infiniband.cm.rep.localqpn", "cm_local_qpn", "REP"},
+		{"infiniband.cm.rep.startpsn", "cm_start_psn", "REP"},
+		{"infiniband.cm.rep.respres", "cm_resp_res", "REP"},
+		{"infiniband.cm.rep.initdepth", "cm_init_depth", "REP"},
+		{"infiniband.cm.rep.rnrretrcount", "cm_rnr_retry", "REP"},
+		{"infiniband.cm.rtu.localcommid", "cm_local_comm", "RTU"},
+		{"infiniband.cm.rtu.remotecommid", "cm_remote_comm", "RTU"},
+		{"infiniband.cm.dreq.localcommid", "cm_local_comm", "DREQ"},
+		{"infiniband.cm.dreq.remotecommid", "cm_remote_comm", "DREQ"},
+		{"infiniband.cm.req.remoteqpneecn", "cm_remote_qpn", "DREQ"},
+		{"infiniband.cm.drsp.localcommid", "cm_local_comm", "DREP"},
+		{"infiniband.cm.drsp.remotecommid", "cm_remote_comm", "DREP"},
 	}
 	for _, name := range files {
 		t.Run(filepath.Base(name), func(t *testing.T) {
@@ -416,6 +451,9 @@ func TestDecodeMatchesTshark(t *testing.T) {
 				vals := strings.Split(line, "|")
 				require.Len(t, vals, len(fields), line)
 				for j, f := range fields {
+					if f.when != "" && ours[i]["cm"] != f.when {
+						continue
+					}
 					tv := vals[j]
 					ov, ok := ours[i][f.ours]
 					if tv == "" {
