@@ -31,6 +31,7 @@ var rank = map[string]int{
 
 	"pcapio":     1, // capture files, over packet
 	"qp":         1, // the transport engine, over packet
+	"cm":         1, // the connection manager, over packet
 	"sim/netsim": 1, // the simulated network, over fault
 
 	"rxe/link": 2, // links a device sends on

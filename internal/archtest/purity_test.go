@@ -18,6 +18,7 @@ var pure = []struct {
 	exempt map[string]string
 }{
 	{"qp", nil},
+	{"cm", nil},
 	{"rxe", map[string]string{
 		"runtime.go": "the real-time driver of the device core: its goroutines and the monotonic clock",
 	}},
