@@ -152,7 +152,11 @@ func (m *Manager) Event() (Event, bool) {
 		return Event{}, false
 	}
 	e := m.events[0]
+	m.events[0] = Event{}
 	m.events = m.events[1:]
+	if len(m.events) == 0 {
+		m.events = m.events[:0:0]
+	}
 	return e, true
 }
 
@@ -217,3 +221,9 @@ func checkPrivate(pd []byte, max int) error {
 
 // own copies private data out of a received MAD.
 func own(pd []byte) []byte { return append([]byte(nil), pd...) }
+
+// HasOutput reports whether MADs wait to be sent.
+func (m *Manager) HasOutput() bool { return len(m.out) > 0 }
+
+// HasEvents reports whether events wait for the consumer.
+func (m *Manager) HasEvents() bool { return len(m.events) > 0 }

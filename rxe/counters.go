@@ -15,7 +15,7 @@ type Counters struct {
 	UnknownOpcode   uint64 // opcode rxe does not know
 	CNP             uint64 // congestion notification packets (0x81), dropped as rxe does
 	UnknownQP       uint64 // no QP with the BTH destination QPN
-	GSI             uint64 // packets to QP1 (GSI), not implemented
+	GSIDropped      uint64 // packets to QP 1 that are not UD SEND ONLY
 	Multicast       uint64 // packets to the multicast QPN, not implemented
 	QPNotReady      uint64 // QP in RESET or INIT
 	AddrMismatch    uint64 // RC/UC source or destination IP differ from the QP's AV (rxe check_addr)
@@ -23,6 +23,9 @@ type Counters struct {
 	BadQKey         uint64 // UD DETH QKey differs from the QP's (qkey_viol_cntr)
 	BadICRC         uint64 // ICRC wrong (for any IPv4 ID, when the link lost the ID)
 	LoopbackPackets uint64 // packets delivered to our own GIDs without the link
+	// GSI counts MADs received on QP 1 and handed to the connection
+	// manager (they count in rcvd_pkts too).
+	GSI uint64
 	// ICRCIDUnknown counts packets accepted although their IPv4 ID was
 	// unknown (a UDP-socket link): their ICRC was checked on 15 bits only.
 	ICRCIDUnknown uint64
@@ -77,6 +80,7 @@ func (c *Counters) List() []Counter {
 		{"rx_cnp", c.CNP},
 		{"rx_unknown_qp", c.UnknownQP},
 		{"rx_gsi", c.GSI},
+		{"rx_gsi_dropped", c.GSIDropped},
 		{"rx_multicast", c.Multicast},
 		{"rx_qp_not_ready", c.QPNotReady},
 		{"rx_addr_mismatch", c.AddrMismatch},

@@ -107,6 +107,8 @@ type Device struct {
 	loopBuf []byte
 	ipid    uint16
 
+	gsi gsi // QP 1 and the connection manager
+
 	rt atomic.Pointer[runtime] // set while the runtime runs
 }
 
@@ -181,6 +183,16 @@ func New(cfg Config) (*Device, error) {
 	}
 	d.buildAttrs()
 	d.txEth.Src = cfg.MAC
+	// The CM's comm IDs go on the wire: seeded apart from the keys.
+	gsiSeed := seed ^ 0x676369 // "gsi"
+	if seed == 0 {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("new device %s: seed CM: %w", cfg.Name, err)
+		}
+		gsiSeed = binary.LittleEndian.Uint64(b[:])
+	}
+	d.initGSI(gsiSeed)
 	return d, nil
 }
 

@@ -36,6 +36,14 @@
 // cause. Frames whose IPv4 ID the link could not see are checked by solving
 // for the ID (packet.RecoverIPv4ID; why and how: packet/ipid.go).
 //
+// QP 1 (gsi.go) carries the connection manager's MADs: a UD SEND ONLY to
+// QP 1 with the GSI Q_Key goes, after rxe's checks, to the device's
+// cm.Manager, and what the manager sends leaves from QP 1 as kernel rxe's
+// QP 1 sends it (source port 0xD872, PSNs from 0, hop limit 64). Its
+// consumer (the rdma_cm layer) calls the manager through WithCM and is woken
+// by CMReady; the manager's timers run in Tick and count in Deadline, so
+// connection setup runs in real and virtual time alike.
+//
 // replay_test.go puts a device in the place of either host of the kernel rxe
 // captures in testdata/pcaps/rxe and requires it to send the same frames,
 // byte for byte apart from the IPv4 ID.

@@ -79,7 +79,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
 		d.cnt.Malformed++
 		return
 	case gsiQPN:
-		d.cnt.GSI++
+		d.gsiReceive(now, fr, p, src, ipIDUnknown)
 		return
 	case multicastQPN:
 		d.cnt.Multicast++

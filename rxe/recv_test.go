@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/softroce/softroce/cm"
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/qp"
 	"github.com/softroce/softroce/rxe/link"
@@ -73,8 +74,14 @@ func TestHandleFrameDrops(t *testing.T) {
 			func(c *Counters) uint64 { return c.BadPKey }},
 		{"QPN 0", frame(rcSend(func(p *packet.Packet) { p.BTH.DestQP = 0 })), false,
 			func(c *Counters) uint64 { return c.Malformed }},
-		{"GSI", frame(rcSend(func(p *packet.Packet) { p.BTH.DestQP = 1 })), false,
-			func(c *Counters) uint64 { return c.GSI }},
+		{"RC to QP 1", frame(rcSend(func(p *packet.Packet) { p.BTH.DestQP = 1 })), false,
+			func(c *Counters) uint64 { return c.GSIDropped }},
+		{"QP 1 with another Q_Key", frame(func() packet.Packet {
+			p := udSend
+			p.BTH.DestQP, p.DETH.QKey = 1, 0x1234
+			return p
+		}()), false, func(c *Counters) uint64 { return c.BadQKey }},
+
 		{"unknown QP", frame(rcSend(func(p *packet.Packet) { p.BTH.DestQP = 999 })), false,
 			func(c *Counters) uint64 { return c.UnknownQP }},
 		{"QP in RESET", frame(rcSend(func(p *packet.Packet) { p.BTH.DestQP = notReady.qp.QPN() })), false,
@@ -101,16 +108,27 @@ func TestHandleFrameDrops(t *testing.T) {
 		assert.Equal(t, tt.counter(&before)+1, tt.counter(&after), tt.name)
 		assert.Equal(t, before.RcvdPkts, after.RcvdPkts, "%s: not delivered", tt.name)
 	}
-	// The UD QKey drop also shows in the port's qkey_viol_cntr, the P_Key
-	// drop in bad_pkey_cntr.
+	// A UD SEND to QP 1 with the GSI Q_Key is QP 1's: received, and handed
+	// to the connection manager, which drops what is not a CM MAD.
+	before := db.Counters()
+	mad := udSend
+	mad.BTH.DestQP, mad.DETH.QKey, mad.DETH.SrcQP = 1, packet.GSIQKey, 1
+	db.HandleFrame(0, link.Frame{Data: frame(mad)})
+	after := db.Counters()
+	assert.Equal(t, before.GSI+1, after.GSI)
+	assert.Equal(t, before.RcvdPkts+1, after.RcvdPkts)
+	db.WithCM(0, func(m *cm.Manager, _ cm.Time) { assert.Equal(t, uint64(1), m.Counters().Malformed) })
+
+	// The UD QKey drops (a UD QP's, QP 1's) also show in the port's
+	// qkey_viol_cntr, the P_Key drop in bad_pkey_cntr.
 	p, err := db.QueryPort(1)
 	require.NoError(t, err)
 	assert.Equal(t, uint32(1), p.BadPKeyCntr)
-	assert.Equal(t, uint32(1), p.QKeyViolCntr)
+	assert.Equal(t, uint32(2), p.QKeyViolCntr)
 
 	// A good packet, and ones whose IP ID and DF the link lost (rebuilt as
 	// zero) are delivered: the ICRC check solves for the lost bits.
-	before := db.Counters()
+	before = db.Counters()
 	db.HandleFrame(0, link.Frame{Data: frame(good)})
 	for i, id := range []uint16{0, 0xBEEF} {
 		g := rcSend(func(p *packet.Packet) { p.BTH.PSN += uint32(i + 1) })
@@ -119,7 +137,7 @@ func TestHandleFrameDrops(t *testing.T) {
 		fixIPv4Checksum(f)
 		db.HandleFrame(0, link.Frame{Data: f, IPIDUnknown: true})
 	}
-	after := db.Counters()
+	after = db.Counters()
 	assert.Equal(t, before.RcvdPkts+3, after.RcvdPkts)
 	assert.Equal(t, before.ICRCIDUnknown+2, after.ICRCIDUnknown)
 	assert.Equal(t, before.BadICRC, after.BadICRC)

@@ -36,10 +36,11 @@ func (d *Device) Output(now qp.Time, frames []link.Frame) (n int, more bool) {
 
 func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more bool) {
 	looped := 0
+	n, looped = d.outputGSI(now, frames, n, looped)
 	for n < len(frames) && looped < loopBudget {
 		x := d.popReady()
 		if x == nil {
-			return n, false
+			return n, d.gsi.cm.HasOutput()
 		}
 		if x.dead {
 			n, looped = d.outputAcks(now, x, frames, n, looped)
@@ -51,7 +52,7 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 				idle = true
 				break
 			}
-			switch d.emit(now, x, &frames[n]) {
+			switch d.emit(now, x.sport, &frames[n]) {
 			case emitFrame:
 				n++
 			case emitLoopback:
@@ -67,14 +68,14 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 			d.markReady(x)
 		}
 	}
-	return n, d.readyLen() > 0
+	return n, d.readyLen() > 0 || d.gsi.cm.HasOutput()
 }
 
 // outputAcks sends what a destroyed QP still owes (qp.QP.TransmitAck) into
 // frames from n on, and queues it again if frames ran out first.
 func (d *Device) outputAcks(now qp.Time, x *QP, frames []link.Frame, n, looped int) (int, int) {
 	for n < len(frames) && x.q.TransmitAck(now, &d.txOut) {
-		switch d.emit(now, x, &frames[n]) {
+		switch d.emit(now, x.sport, &frames[n]) {
 		case emitFrame:
 			n++
 		case emitLoopback:
@@ -95,8 +96,9 @@ const (
 	emitLoopback
 )
 
-// emit builds the frame for d.txOut into f, or loops it back.
-func (d *Device) emit(now qp.Time, x *QP, f *link.Frame) emitResult {
+// emit builds the frame for d.txOut, from UDP source port sport, into f, or
+// loops it back.
+func (d *Device) emit(now qp.Time, sport uint16, f *link.Frame) emitResult {
 	out := &d.txOut
 	av := out.AV
 	if av == nil || int(av.SGIDIndex) >= len(d.gidIPs) {
@@ -110,7 +112,7 @@ func (d *Device) emit(now qp.Time, x *QP, f *link.Frame) emitResult {
 		d.cnt.TxNoRoute++
 		return emitDropped
 	}
-	a.SrcPort = x.sport
+	a.SrcPort = sport
 	if d.fixedSport != 0 {
 		a.SrcPort = d.fixedSport
 	}
@@ -175,7 +177,7 @@ func (d *Device) readyLen() int { return len(d.ready) - d.readyHd }
 func (d *Device) HasOutput() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.readyLen() > 0
+	return d.readyLen() > 0 || d.gsi.cm.HasOutput()
 }
 
 // noteDeadline records x's deadline after a call into x that may have
@@ -208,7 +210,7 @@ func (d *Device) scanDeadlines() {
 }
 
 // Tick runs the timers of every QP whose deadline has passed (retransmit,
-// RNR wait), at time now.
+// RNR wait), and the connection manager's, at time now.
 func (d *Device) Tick(now qp.Time) {
 	d.mu.Lock()
 	earliest := qp.Never
@@ -225,23 +227,25 @@ func (d *Device) Tick(now qp.Time) {
 		}
 	}
 	d.earliest, d.minQP, d.dlStale = earliest, holder, false
+	d.gsiTick(now)
 	d.mu.Unlock()
 	d.notify()
 }
 
-// Deadline returns the earliest time a QP needs Tick, or qp.Never.
+// Deadline returns the earliest time a QP or the connection manager needs
+// Tick, or qp.Never.
 func (d *Device) Deadline() qp.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.dlStale || (d.minQP != nil && d.minQP.dead) {
 		d.scanDeadlines()
 	}
-	return d.earliest
+	return min(d.earliest, d.gsi.due)
 }
 
 // deadlineHint returns a lower bound of Deadline without scanning the QPs.
 func (d *Device) deadlineHint() qp.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.earliest
+	return min(d.earliest, d.gsi.due)
 }

@@ -372,7 +372,7 @@ func (run *runState) result(end netsim.Time) *Result {
 		}
 		res.Devices[h.name] = m
 		rxDrops := c.NotRoCE + c.Malformed + c.BadDGID + c.UnknownOpcode + c.CNP + c.BadPKey + c.UnknownQP +
-			c.GSI + c.Multicast + c.QPNotReady + c.AddrMismatch + c.BadQKey + c.BadICRC
+			c.GSIDropped + c.Multicast + c.QPNotReady + c.AddrMismatch + c.BadQKey + c.BadICRC
 		if h.frames != delivered[h.id] {
 			run.violate(invCounters, "", "%s: the network delivered %d frames, the host saw %d", h.name, delivered[h.id], h.frames)
 		}
