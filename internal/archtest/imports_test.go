@@ -47,6 +47,7 @@ var rank = map[string]int{
 	"dropin":            5,
 	"workload/perftest": 5,
 	"workload/pingpong": 5,
+	"workload/rdmacm":   5,
 
 	// Commands and the kernel-interop harness wire everything together.
 	"cmd/softroce": 6,
