@@ -32,6 +32,40 @@ type hostCase struct {
 	// link) or stackAddr6 (tap link), {gid} in guest the guest's GID index
 	// for its fd77:: address.
 	ipv6 bool
+	// guestReady, when set, is the guest script that waits until the guest
+	// server is ready (default: its TCP port 18515 listens).
+	guestReady string
+	// noOOB: the programs connect without an out-of-band socket (rdma_cm),
+	// so there is no TCP port to see the softroce server listen on; the
+	// guest client retries instead. {roce} in guest is softroce's RoCE
+	// address (which differs from the host's on the tap link).
+	noOOB bool
+}
+
+// rdmacmCase is librdmacm's rdma_server and rdma_client (rdmacm-utils)
+// against softroce rdmacm: connection setup and teardown with CM MADs on
+// QP 1, both directions.
+func rdmacmCase() hostCase {
+	ok := func(t *testing.T, who string, r Result) {
+		t.Helper()
+		require.Equal(t, 0, r.Status, "%s exit status; output:\n%s", who, r.Output)
+		require.Contains(t, r.Output, "end 0", "%s did not finish:\n%s", who, r.Output)
+	}
+	return hostCase{
+		name: "rdmacm",
+		// The server role runs rdma_server; the client retries while
+		// softroce's server may not listen yet (a REJ "invalid service
+		// ID" makes rdma_client fail at once).
+		guest: `peer="{peer}"
+if [ -z "$peer" ]; then exec rdma_server; fi
+for i in 1 2 3 4 5 6 7 8 9 10; do rdma_client -s {roce} && exit 0; sleep 0.5; done
+exit 1`,
+		host:       []string{"rdmacm"},
+		check:      ok,
+		minRoCE:    9, // REQ REP RTU, SEND and ACK each way, DREQ DREP
+		guestReady: "for i in $(seq 200); do rdma res show cm_id 2>/dev/null | grep -q LISTEN && exit 0; sleep 0.1; done; exit 1",
+		noOOB:      true,
+	}
 }
 
 func pingpongCase(tr string) hostCase {

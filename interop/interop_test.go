@@ -135,6 +135,9 @@ func TestInterop(t *testing.T) {
 	if s.libDir != "" {
 		cases = append(cases, dropInCases()...)
 	}
+	if has("rdmacm") {
+		cases = append(cases, rdmacmCase())
+	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {
@@ -380,10 +383,14 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	}
 	if role == "client" {
 		// Guest server, softroce client.
-		job, err := vm.Start(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", ""), 40*time.Second)
+		job, err := vm.Start(s.ctx, strings.ReplaceAll(strings.ReplaceAll(hc.guest, "{peer}", ""), "{roce}", ""), 40*time.Second)
 		require.NoError(t, err)
 		defer job.Kill()
-		r, err := vm.Run(s.ctx, waitListenScript, 30*time.Second)
+		ready := waitListenScript
+		if hc.guestReady != "" {
+			ready = hc.guestReady
+		}
+		r, err := vm.Run(s.ctx, ready, 30*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, 0, r.Status, "guest server never listened")
 		host, err := runHost(vm.IP.String())
@@ -408,7 +415,7 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 			hch <- hostRes{r, err}
 		}()
 		deadline := time.Now().Add(30 * time.Second)
-		for !s.hostListening() {
+		for !hc.noOOB && !s.hostListening() {
 			select {
 			case h := <-hch:
 				t.Fatalf("softroce server exited before listening (status %d, err %v):\n%s", h.r.Status, h.err, h.r.Output)
@@ -416,7 +423,12 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 			}
 			require.True(t, time.Now().Before(deadline), "softroce server never listened")
 		}
-		cli, err := vm.Run(s.ctx, strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), 40*time.Second)
+		roce := s.net.Host.Addr().String()
+		if link == "tap" {
+			roce = stackIP
+		}
+		script := strings.ReplaceAll(strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), "{roce}", roce)
+		cli, err := vm.Run(s.ctx, script, 40*time.Second)
 		require.NoError(t, err)
 		if cli.Status != 0 {
 			cancel() // no point waiting for the server's timeout
