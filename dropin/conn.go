@@ -48,6 +48,8 @@ type conn struct {
 	// mrBytes counts the bytes of the connection's region mappings, up
 	// to maxConnMRBytes (mrlimit.go).
 	mrBytes uint64
+	// cm is the connection's rdma_cm state (cm.go), made on first use.
+	cm *cmSession
 
 	// Scratch for the data path, reused from call to call.
 	wcs    []verbsapi.WC
@@ -246,6 +248,42 @@ func (c *conn) call(r *request) syscall.Errno {
 		return c.destroySRQ(b)
 	case opCreateAH:
 		return c.createAH(b)
+	case opCMCreateChannel:
+		return c.cmCreateChannel(r.body)
+	case opCMDestroyChannel:
+		return c.cmDestroyChannel(r.body)
+	case opCMCreateID:
+		return c.cmCreateID(r.body)
+	case opCMDestroyID:
+		return c.cmDestroyID(r.body)
+	case opCMBind:
+		return c.cmBind(r.body)
+	case opCMResolveAddr:
+		return c.cmResolveAddr(r.body)
+	case opCMResolveRoute:
+		return c.cmResolveRoute(r.body)
+	case opCMQueryRoute:
+		return c.cmQueryRoute(r.body)
+	case opCMListen:
+		return c.cmListen(r.body)
+	case opCMConnect:
+		return c.cmConnect(r.body)
+	case opCMAccept:
+		return c.cmAccept(r.body)
+	case opCMReject:
+		return c.cmReject(r.body)
+	case opCMDisconnect:
+		return c.cmDisconnect(r.body)
+	case opCMEstablish:
+		return c.cmEstablish(r.body)
+	case opCMInitQPAttr:
+		return c.cmInitQPAttr(r.body)
+	case opCMGetEvent:
+		return c.cmGetEvent(r.body)
+	case opCMSetOption:
+		return c.cmSetOption(r.body)
+	case opCMMigrate:
+		return c.cmMigrate(r.body)
 	case opDestroyAH:
 		return c.destroyAH(b)
 	}
@@ -305,6 +343,9 @@ func (c *conn) cleanup() {
 		delete(c.pds, h)
 	}
 	c.async.close()
+	if c.cm != nil {
+		c.cm.close(c)
+	}
 	// Whatever the loops above could not destroy (a destroy that failed),
 	// the context's Close takes with it.
 	c.ctx.Close()

@@ -12,6 +12,25 @@ import (
 // libibverbs.
 const LibName = "libibverbs.so.1"
 
+// RdmacmName is the drop-in librdmacm's file name; it lives in a
+// librdmacm/ directory beside the libibverbs/ one (RdmacmDir).
+const RdmacmName = "librdmacm.so.1"
+
+// RdmacmDir returns the directory of the drop-in librdmacm that goes with
+// the libibverbs in libDir (its sibling librdmacm/), building it in a
+// source checkout (needs librdmacm-dev), or "" when there is none: verbs
+// programs still run then, rdma_cm programs find the system's librdmacm.
+func RdmacmDir(libDir string) string {
+	dir := filepath.Join(filepath.Dir(libDir), "librdmacm")
+	if err := makeTarget(dir, RdmacmName); err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(dir, RdmacmName)); err != nil {
+		return ""
+	}
+	return dir
+}
+
 // FindLib returns the directory holding the built drop-in library: dir when
 // given, else $SOFTROCE_LIBDIR, else a libibverbs/ directory next to the
 // running binary (an installed copy), else dropin/libibverbs/ of the source
@@ -53,14 +72,16 @@ func FindLib(dir string) (string, error) {
 
 // Make brings the library in dir up to date when dir is a source directory
 // (it has a Makefile) and make is installed; otherwise it does nothing.
-func Make(dir string) error {
+func Make(dir string) error { return makeTarget(dir, LibName) }
+
+func makeTarget(dir, target string) error {
 	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
 		return nil
 	}
 	if _, err := exec.LookPath("make"); err != nil {
 		return nil
 	}
-	out, err := exec.Command("make", "-s", "-C", dir, LibName).CombinedOutput()
+	out, err := exec.Command("make", "-s", "-C", dir, target).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("make -C %s (needs gcc and libibverbs-dev): %w\n%s", dir, err, out)
 	}
@@ -69,9 +90,13 @@ func Make(dir string) error {
 
 // Env returns the environment a program needs to run on the drop-in
 // library in libDir against the server on sock: env (os.Environ(), say)
-// with SOFTROCE_SOCKET set and libDir put first in LD_LIBRARY_PATH.
+// with SOFTROCE_SOCKET set and libDir (and the drop-in librdmacm beside it,
+// RdmacmDir) put first in LD_LIBRARY_PATH.
 func Env(env []string, libDir, sock string) []string {
 	ld := libDir
+	if d := RdmacmDir(libDir); d != "" {
+		ld += string(os.PathListSeparator) + d
+	}
 	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
 		switch {

@@ -28,7 +28,7 @@ const (
 	srMaxReason = 256
 	// srProtoVersion is SR_PROTO_VERSION: a LIST carrying another one is
 	// refused with EPROTONOSUPPORT.
-	srProtoVersion = 3
+	srProtoVersion = 4
 )
 
 // Operations (enum sr_op).

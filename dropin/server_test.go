@@ -30,6 +30,11 @@ var wireStructs = []struct {
 	c string
 	v any
 }{
+	{"sr_cm_sockaddr", wireCMSockaddr{}}, {"sr_cm_create_id", wireCMCreateID{}}, {"sr_cm_bind", wireCMBind{}},
+	{"sr_cm_resolve", wireCMResolve{}}, {"sr_cm_path", wireCMPath{}}, {"sr_cm_route", wireCMRoute{}},
+	{"sr_cm_listen", wireCMListen{}}, {"sr_cm_conn_param", wireCMConnParam{}}, {"sr_cm_conn", wireCMConn{}},
+	{"sr_cm_reject", wireCMReject{}}, {"sr_cm_init_qp_attr", wireCMInitQPAttr{}}, {"sr_cm_ud_param", wireCMUDParam{}},
+	{"sr_cm_event", wireCMEvent{}}, {"sr_cm_option", wireCMOption{}}, {"sr_cm_migrate", wireCMMigrate{}},
 	{"sr_hdr", wireHdr{}}, {"sr_query", wireQuery{}}, {"sr_handle", wireHandle{}}, {"sr_hello", wireHello{}},
 	{"sr_dev_entry", wireDevEntry{}}, {"sr_device_attr", wireDeviceAttr{}}, {"sr_port_attr", wirePortAttr{}},
 	{"sr_gid", wireGID{}}, {"sr_async_event", wireAsyncEvent{}},

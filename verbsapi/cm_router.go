@@ -20,8 +20,8 @@ type cmRouter struct {
 
 	mu        sync.Mutex
 	running   bool
-	listeners map[cm.ListenID]*CMListener
-	conns     map[cm.ConnID]*cmSink
+	listeners map[cm.ListenID]func(cm.Event)
+	conns     map[cm.ConnID]func(cm.Event)
 	ports     map[uint16]bool // rdma_cm TCP ports in use on the device
 	nextPort  uint16
 	wake      chan struct{} // capacity 1: look again whether to stop
@@ -38,7 +38,7 @@ func routerFor(d *rxe.Device) *cmRouter {
 	defer routersMu.Unlock()
 	r := routers[d]
 	if r == nil {
-		r = &cmRouter{dev: d, listeners: map[cm.ListenID]*CMListener{}, conns: map[cm.ConnID]*cmSink{},
+		r = &cmRouter{dev: d, listeners: map[cm.ListenID]func(cm.Event){}, conns: map[cm.ConnID]func(cm.Event){},
 			ports: map[uint16]bool{}, nextPort: 32768, wake: make(chan struct{}, 1)}
 		routers[d] = r
 	}
@@ -57,9 +57,22 @@ type cmSink struct {
 // Called with mu held.
 func (r *cmRouter) addConn(id cm.ConnID) *cmSink {
 	s := &cmSink{ch: make(chan cm.Event, 16), done: make(chan struct{})}
-	r.conns[id] = s
+	r.conns[id] = s.put
 	r.startLocked()
 	return s
+}
+
+// put takes one event for the connection; the router calls it with its
+// lock held, so it never blocks.
+func (s *cmSink) put(e cm.Event) {
+	if e.Kind == cm.EventDisconnectRequest && !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	select {
+	case s.ch <- e:
+	default:
+	}
 }
 
 func (r *cmRouter) startLocked() {
@@ -104,48 +117,39 @@ func (r *cmRouter) kick() {
 	}
 }
 
-// dispatch hands one event to its owner.
+// dispatch hands one event to its owner: a request to its listener, any
+// other event to its connection. A request nobody takes is refused.
 func (r *cmRouter) dispatch(e cm.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch e.Kind {
-	case cm.EventReq:
-		l := r.listeners[e.Listen]
-		if l == nil {
-			r.refuse(e.Conn)
+	if e.Kind == cm.EventReq || e.Kind == cm.EventSIDRReq {
+		put := r.listeners[e.Listen]
+		if put == nil {
+			r.refuse(e)
 			return
 		}
-		select {
-		case l.reqs <- e:
-		default:
-			// The program does not take its requests: the backlog is
-			// full, as listen(2)'s.
-			r.refuse(e.Conn)
-		}
-	default:
-		s := r.conns[e.Conn]
-		if s == nil {
-			return
-		}
-		if e.Kind == cm.EventDisconnectRequest && !s.closed {
-			s.closed = true
-			close(s.done)
-		}
-		select {
-		case s.ch <- e:
-		default:
-		}
-		if e.Kind == cm.EventTimewaitExit || e.Kind == cm.EventUnreachable || e.Kind == cm.EventRejected {
-			delete(r.conns, e.Conn)
-		}
+		put(e)
+		return
+	}
+	put := r.conns[e.Conn]
+	if put == nil {
+		return
+	}
+	put(e)
+	if e.Kind == cm.EventTimewaitExit || e.Kind == cm.EventUnreachable || e.Kind == cm.EventRejected || e.Kind == cm.EventSIDRRep {
+		delete(r.conns, e.Conn)
 	}
 }
 
 // refuse rejects a request nobody takes. Called with mu held (WithCM does
 // not take it).
-func (r *cmRouter) refuse(id cm.ConnID) {
+func (r *cmRouter) refuse(e cm.Event) {
 	r.dev.WithCM(r.dev.Now(), func(m *cm.Manager, now cm.Time) {
-		_ = m.Reject(now, id, packet.RejConsumerDefined, nil)
+		if e.Kind == cm.EventSIDRReq {
+			_ = m.SIDRReply(now, e.Conn, &packet.CMSidrRep{Status: packet.SIDRReject})
+			return
+		}
+		_ = m.Reject(now, e.Conn, packet.RejConsumerDefined, nil)
 	})
 }
 

@@ -42,7 +42,7 @@ func (c *Context) ListenCM(port uint16) (*CMListener, error) {
 		l.id, err = m.Listen(packet.ServiceID(packet.PortSpaceTCP, port))
 	})
 	if err == nil {
-		r.listeners[l.id] = l
+		r.listeners[l.id] = l.put
 		r.startLocked()
 	}
 	r.mu.Unlock()
@@ -51,6 +51,16 @@ func (c *Context) ListenCM(port uint16) (*CMListener, error) {
 		return nil, fmt.Errorf("listen on rdma_cm port %d of %s: %w", port, c.dev.Name(), err)
 	}
 	return l, nil
+}
+
+// put takes a request; the router calls it with its lock held. A full
+// backlog refuses the request, as listen(2)'s.
+func (l *CMListener) put(e cm.Event) {
+	select {
+	case l.reqs <- e:
+	default:
+		l.r.refuse(e)
+	}
 }
 
 // Port returns the rdma_cm port.

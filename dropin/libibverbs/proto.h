@@ -33,7 +33,7 @@
  * library sends it with SR_OP_LIST (struct sr_hello); a daemon that speaks
  * another version answers EPROTONOSUPPORT, so a stale daemon or library is
  * named instead of misread. */
-#define SR_PROTO_VERSION 3
+#define SR_PROTO_VERSION 4
 
 #define SR_REASON 0x80000000u /* in a failed answer's len: the body is a reason */
 #define SR_MAX_REASON 256
@@ -84,6 +84,32 @@ enum sr_op {
 
 	SR_OP_CREATE_AH = 80,  /* struct sr_create_ah -> struct sr_handle */
 	SR_OP_DESTROY_AH = 81, /* struct sr_handle */
+
+	/* The RDMA connection manager, for librdmacm.so.1 (dropin/librdmacm),
+	 * on a connection of its own. Ids and event channels are handles like
+	 * the verbs objects'; an id belongs to one channel, whose eventfd
+	 * counts its queued events (semaphore mode, as a completion channel).
+	 * Ids live in the daemon (ucma's job); QPs are the program's, which
+	 * it moves through INIT, RTR and RTS itself with INIT_QP_ATTR's
+	 * answer, as librdmacm does with the kernel's. */
+	SR_OP_CM_CREATE_CHANNEL = 100,  /* -> struct sr_handle + 1 fd (eventfd) */
+	SR_OP_CM_DESTROY_CHANNEL = 101, /* struct sr_handle */
+	SR_OP_CM_CREATE_ID = 102,       /* struct sr_cm_create_id -> struct sr_handle */
+	SR_OP_CM_DESTROY_ID = 103,      /* struct sr_handle */
+	SR_OP_CM_BIND = 104,            /* struct sr_cm_bind -> struct sr_cm_route */
+	SR_OP_CM_RESOLVE_ADDR = 105,    /* struct sr_cm_resolve (event ADDR_RESOLVED or ADDR_ERROR) */
+	SR_OP_CM_RESOLVE_ROUTE = 106,   /* struct sr_handle (event ROUTE_RESOLVED) */
+	SR_OP_CM_QUERY_ROUTE = 107,     /* struct sr_handle -> struct sr_cm_route */
+	SR_OP_CM_LISTEN = 108,          /* struct sr_cm_listen */
+	SR_OP_CM_CONNECT = 109,         /* struct sr_cm_conn */
+	SR_OP_CM_ACCEPT = 110,          /* struct sr_cm_conn: REP (passive) or RTU (active) */
+	SR_OP_CM_REJECT = 111,          /* struct sr_cm_reject */
+	SR_OP_CM_DISCONNECT = 112,      /* struct sr_handle */
+	SR_OP_CM_ESTABLISH = 113,       /* struct sr_handle: RTU for an id without a QP */
+	SR_OP_CM_INIT_QP_ATTR = 114,    /* struct sr_cm_init_qp_attr -> struct sr_modify_qp */
+	SR_OP_CM_GET_EVENT = 115,       /* struct sr_handle (channel) -> struct sr_cm_event, EAGAIN if none */
+	SR_OP_CM_SET_OPTION = 116,      /* struct sr_cm_option */
+	SR_OP_CM_MIGRATE = 117,         /* struct sr_cm_migrate */
 };
 
 struct sr_hdr {
@@ -360,6 +386,101 @@ struct sr_destroy_srq_resp {
 struct sr_create_ah {
 	uint32_t pd;
 	struct sr_ah_attr attr;
+} __attribute__((packed));
+
+/* The RDMA connection manager. Addresses carry the family (AF_INET,
+ * AF_INET6), the port in host order and the address in network order (IPv4
+ * in addr[0..3]). */
+struct sr_cm_sockaddr {
+	uint16_t family, port;
+	uint8_t addr[16];
+	uint32_t scope_id;
+} __attribute__((packed));
+
+struct sr_cm_create_id {
+	uint32_t channel, ps, qp_type; /* enum rdma_port_space, enum ibv_qp_type */
+} __attribute__((packed));
+
+struct sr_cm_bind {
+	uint32_t id;
+	struct sr_cm_sockaddr addr;
+} __attribute__((packed));
+
+struct sr_cm_resolve {
+	uint32_t id, timeout_ms;
+	struct sr_cm_sockaddr src, dst; /* src.family 0: any */
+} __attribute__((packed));
+
+/* The path an id's QP will use (struct ibv_sa_path_rec's RoCE part). */
+struct sr_cm_path {
+	uint8_t sgid[16], dgid[16];
+	uint32_t flow_label;
+	uint16_t pkey;
+	uint8_t hop_limit, traffic_class, sl, mtu, rate, packet_life_time;
+} __attribute__((packed));
+
+/* An id's addresses and device: dev_name is empty until the id is bound to
+ * a device (bind to a device address, resolved, or a request's child). */
+struct sr_cm_route {
+	struct sr_cm_sockaddr src, dst;
+	uint8_t node_guid[8];
+	char dev_name[64];
+	uint8_t port_num, num_paths, sgid_index, pad;
+	struct sr_cm_path path;
+} __attribute__((packed));
+
+struct sr_cm_listen {
+	uint32_t id;
+	int32_t backlog;
+} __attribute__((packed));
+
+/* struct rdma_conn_param, with the private data inline. */
+struct sr_cm_conn_param {
+	uint32_t qp_num;
+	uint8_t private_data_len, responder_resources, initiator_depth, flow_control;
+	uint8_t retry_count, rnr_retry_count, srq, pad;
+	uint8_t private_data[196];
+} __attribute__((packed));
+
+struct sr_cm_conn {
+	uint32_t id;
+	struct sr_cm_conn_param param;
+} __attribute__((packed));
+
+struct sr_cm_reject {
+	uint32_t id;
+	uint8_t private_data_len, pad[3];
+	uint8_t private_data[148];
+} __attribute__((packed));
+
+struct sr_cm_init_qp_attr {
+	uint32_t id, qp_state; /* enum ibv_qp_state */
+} __attribute__((packed));
+
+/* struct rdma_ud_param without the private data (in conn). */
+struct sr_cm_ud_param {
+	uint32_t qp_num, qkey;
+	struct sr_ah_attr ah_attr;
+} __attribute__((packed));
+
+/* An event: id is the id it is about (for CONNECT_REQUEST a new id, on the
+ * listener's channel, whose route is route), listen_id the listener's or
+ * SR_NONE; event is enum rdma_cm_event_type, status as librdmacm reports it
+ * (a REJ reason, or a negative errno). */
+struct sr_cm_event {
+	uint32_t id, listen_id, event;
+	int32_t status;
+	struct sr_cm_conn_param conn;
+	struct sr_cm_ud_param ud;
+	struct sr_cm_route route;
+} __attribute__((packed));
+
+struct sr_cm_option {
+	uint32_t id, level, name, value; /* rdma_set_option's, the value as an integer */
+} __attribute__((packed));
+
+struct sr_cm_migrate {
+	uint32_t id, channel;
 } __attribute__((packed));
 
 /* client.c */
