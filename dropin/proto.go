@@ -463,7 +463,13 @@ func (w *wire) putWC(wc *verbsapi.WC) {
 	b = binary.LittleEndian.AppendUint32(b, uint32(wc.Opcode))
 	b = binary.LittleEndian.AppendUint32(b, wc.VendorErr)
 	b = binary.LittleEndian.AppendUint32(b, wc.ByteLen)
-	b = binary.LittleEndian.AppendUint32(b, wc.Imm)
+	// imm_data is __be32: the program reads the wire's bytes as they
+	// are. invalidated_rkey (sharing the field) is a host-order number.
+	if wc.Flags&verbsapi.WCWithInv != 0 {
+		b = binary.LittleEndian.AppendUint32(b, wc.Imm)
+	} else {
+		b = binary.BigEndian.AppendUint32(b, wc.Imm)
+	}
 	b = binary.LittleEndian.AppendUint32(b, wc.QPN)
 	b = binary.LittleEndian.AppendUint32(b, wc.SrcQP)
 	b = binary.LittleEndian.AppendUint32(b, uint32(wc.Flags))
@@ -486,7 +492,9 @@ func getSendWR(b []byte) wireSendWR {
 	le := binary.LittleEndian
 	return wireSendWR{
 		WRID: le.Uint64(b[0:]), Opcode: le.Uint32(b[8:]), SendFlags: le.Uint32(b[12:]),
-		ImmData: le.Uint32(b[16:]), InvalidateRKey: le.Uint32(b[20:]),
+		// imm_data is __be32, the bytes the wire carries: read in
+		// network order, as the engine's Imm is.
+		ImmData: binary.BigEndian.Uint32(b[16:]), InvalidateRKey: le.Uint32(b[20:]),
 		NumSGE: le.Uint32(b[24:]), InlineLen: le.Uint32(b[28:]),
 		RemoteAddr: le.Uint64(b[32:]), RKey: le.Uint32(b[40:]),
 		CompareAdd: le.Uint64(b[48:]), Swap: le.Uint64(b[56:]),

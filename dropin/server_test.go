@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/netip"
 	"os"
@@ -95,14 +96,22 @@ func TestWireStructSizes(t *testing.T) {
 	}
 	wr := wireSendWR{WRID: 1, Opcode: 2, SendFlags: 3, ImmData: 4, InvalidateRKey: 5, NumSGE: 6, InlineLen: 7,
 		RemoteAddr: 8, RKey: 9, CompareAdd: 11, Swap: 12, AH: 13, RemoteQPN: 14, RemoteQKey: 15}
-	assert.Equal(t, wr, getSendWR(enc(wr)))
+	// imm_data is the program's __be32: its bytes are the wire's, so the
+	// number the engine gets is their big-endian reading.
+	wrIn := wr
+	wrIn.ImmData = bits.ReverseBytes32(wr.ImmData)
+	assert.Equal(t, wr, getSendWR(enc(wrIn)))
 	bind := wireBindMW{MW: 1, MWRKey: 2, RKey: 3, MRLKey: 4, Addr: 5 << 40, Length: 6, Access: 7}
 	assert.Equal(t, bind, getBindMW(enc(bind)))
 	assert.Equal(t, wireSGE{Addr: 1 << 40, Length: 2, LKey: 3}, getSGE(enc(wireSGE{Addr: 1 << 40, Length: 2, LKey: 3})))
 	assert.Equal(t, wireRecvWR{WRID: 7, NumSGE: 2}, getRecvWR(enc(wireRecvWR{WRID: 7, NumSGE: 2})))
 	w := &wire{out: nil}
 	w.putWC(&verbsapi.WC{ID: 1, Status: 2, Opcode: 129, ByteLen: 4, Imm: 5, QPN: 6, SrcQP: 7, Flags: 8, VendorErr: 9})
-	assert.Equal(t, enc(wireWC{WRID: 1, Status: 2, Opcode: 129, VendorErr: 9, ByteLen: 4, ImmData: 5, QPNum: 6, SrcQP: 7, WCFlags: 8}), w.out)
+	assert.Equal(t, enc(wireWC{WRID: 1, Status: 2, Opcode: 129, VendorErr: 9, ByteLen: 4, ImmData: 5, QPNum: 6, SrcQP: 7, WCFlags: 8}), w.out,
+		"an invalidated rkey is a host-order number")
+	w = &wire{out: nil}
+	w.putWC(&verbsapi.WC{ID: 1, Opcode: 129, Imm: 0x11, Flags: verbsapi.WCWithImm})
+	assert.Equal(t, []byte{0, 0, 0, 0x11}, w.out[24:28], "imm_data is the wire's bytes (network order)")
 }
 
 // TestDaemonProtocol speaks proto.h to the daemon directly: the queries,

@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/internal/testenv"
 )
@@ -96,4 +99,61 @@ func dropInLeftOut(t *testing.T, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 	t.Logf(format, args...)
+}
+
+// rdmacmDropInCases are rdmacm-utils' and perftest's rdma_cm programs,
+// unmodified, under `softroce run` (the drop-in librdmacm.so.1 with the
+// drop-in libibverbs) against the same programs on kernel rxe: connection
+// setup and teardown with CM MADs on QP 1 between the two stacks, then the
+// programs' own traffic (rping's SEND, READ and WRITE; udaddy's UD).
+func rdmacmDropInCases() []hostCase {
+	ok := func(want string) func(t *testing.T, who string, r Result) {
+		return func(t *testing.T, who string, r Result) {
+			t.Helper()
+			require.Equal(t, 0, r.Status, "%s exit status; output:\n%s", who, r.Output)
+			require.Contains(t, r.Output, want, "%s output:\n%s", who, r.Output)
+		}
+	}
+	// The guest client retries while softroce's server may not listen
+	// yet: nothing else tells when it does (no TCP port).
+	guest := func(server, client string) string {
+		return fmt.Sprintf(`peer="{peer}"
+if [ -z "$peer" ]; then exec %s; fi
+for i in 1 2 3 4 5 6 7 8 9 10; do %s && exit 0; sleep 0.5; done
+exit 1`, server, strings.ReplaceAll(client, "PEER", "{roce}"))
+	}
+	// On the host one command line serves both roles: the harness appends
+	// the guest's address for the client.
+	// A client started as soon as the guest's rdma_cm id listens may still
+	// be refused ("invalid service ID": perftest's server is not ready for
+	// a moment after it listens); it tries again, as the guest's does.
+	host := func(server, client string) []string {
+		return []string{"sh", "-c", fmt.Sprintf(`if [ -z "$1" ]; then exec %s; fi
+for i in 1 2 3 4 5; do %s && exit 0; sleep 0.5; done
+exit 1`, server, strings.ReplaceAll(client, "PEER", `"$1"`)), "sh"}
+	}
+	// The guest server listens when its rdma_cm id on the port does (a
+	// previous case's id may still be going away).
+	listening := func(port int) string {
+		return fmt.Sprintf(`for i in $(seq 200); do rdma res show cm_id 2>/dev/null | grep -Eq "LISTEN.*:%d( |$)" && exit 0; sleep 0.1; done; exit 1`, port)
+	}
+	var cs []hostCase
+	for _, c := range []struct {
+		name, server, client, want string
+		port, minRoCE              int
+	}{
+		{"rping", "rping -s -C 3 -v", "rping -c -C 3 -v -a PEER", "rdma-ping-2", 7174, 20},
+		{"rdma_server", "rdma_server", "rdma_client -s PEER", "end 0", 7471, 9},
+		{"ucmatose", "ucmatose", "ucmatose -s PEER", "return status 0", 7471, 9},
+		{"udaddy", "udaddy", "udaddy -s PEER", "return status 0", 7174, 8},
+		{"ib_send_bw_R", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20 PEER", "BW average", 18515, 40},
+		{"ib_read_lat_R", "ib_read_lat -R -d rxe0 -F -s 64 -n 20", "ib_read_lat -R -d rxe0 -F -s 64 -n 20 PEER", "", 18515, 40},
+	} {
+		cs = append(cs, hostCase{
+			name: "dropin_cm_" + c.name, guest: guest(c.server, c.client),
+			host: []string{"run"}, dropIn: host(c.server, c.client),
+			check: ok(c.want), minRoCE: c.minRoCE, guestReady: listening(c.port), noOOB: true,
+		})
+	}
+	return cs
 }

@@ -134,6 +134,7 @@ func TestInterop(t *testing.T) {
 	}
 	if s.libDir != "" {
 		cases = append(cases, dropInCases()...)
+		cases = append(cases, rdmacmDropInCases()...)
 	}
 	if has("rdmacm") {
 		cases = append(cases, rdmacmCase())
