@@ -1,6 +1,7 @@
 // Package dropin serves softroce devices to unmodified C programs through
-// drop-in libraries: the C libibverbs.so.1 in dropin/libibverbs/ and the
-// Server that gives it a device over a Unix socket.
+// drop-in libraries: the C libibverbs.so.1 and librdmacm.so.1 in
+// dropin/libibverbs/ and dropin/librdmacm/, and the Server that gives them a
+// device over a Unix socket.
 //
 // A program started with `softroce run` loads dropin/libibverbs in place of
 // the system's libibverbs. Each ibv_open_device is one connection to a
@@ -23,6 +24,14 @@
 // program and in all, and only the server's user (and root) may connect.
 // Refused requests and dropped programs are logged through Server.Logf,
 // rate-limited, with the reason.
+//
+// rdma_cm (cm*.go). librdmacm.so.1 opens a connection of its own and plays
+// the kernel's rdma_cm through it: the server keeps the program's ids and
+// event channels (an eventfd each, counting queued events), connects them
+// through the device's connection manager (verbsapi.CMPort, CM MADs on QP
+// 1), and answers rdma_init_qp_attr with the attributes the REQ and REP
+// imply; the library moves the program's QPs with them, as librdmacm does.
+// Ids, channels and queued events are bounded per program, like the rest.
 //
 // Library location and build: FindLib finds (and in a source checkout
 // builds) the library for `softroce run`.

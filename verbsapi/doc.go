@@ -36,7 +36,14 @@
 // Connecting a QP takes the three ibv_modify_qp calls every verbs program
 // writes; ModifyToInit, ModifyToRTR and ModifyToRTS (or Connect, all three)
 // make them with ibv_rc_pingpong's defaults, from an Endpoint (QPN, PSN and
-// GID) that the two sides exchange out of band.
+// GID) that the two sides exchange out of band. Or the connection manager
+// does it, as librdmacm's rdma_connect and rdma_accept: Context.ListenCM,
+// CMListener.Accept and ConnRequest.Accept on one side, Context.DialCM on the
+// other (CM MADs on the device's QP 1; the peer may be kernel rxe), then
+// CMConn.Disconnect. CMPort gives the device's connection manager to a
+// consumer that keeps its own rdma_cm state (the drop-in librdmacm's
+// server); one router goroutine per device hands the manager's events to
+// their owners while any exist.
 //
 // Errors are Go errors that say what was done to which object and why,
 // wrapping sentinels for errors.Is: posting on a QP in RESET, INIT or RTR
