@@ -203,6 +203,10 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 	if err != nil {
 		return c.errnoOf(err)
 	}
+	// Report what the device granted (rxe rounds the send WQE up: a
+	// program asking for one SGE may send 16 bytes inline).
+	granted := q.InitAttr().Cap
+	r.Cap.MaxSendSGE, r.Cap.MaxInlineData = uint32(granted.MaxSendSGE), uint32(granted.MaxInline)
 	if init.SRQ != nil {
 		// The receive queue is the SRQ's, as the kernel reports it.
 		r.Cap.MaxRecvWR, r.Cap.MaxRecvSGE = 0, 0

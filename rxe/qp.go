@@ -58,6 +58,17 @@ type QP struct {
 	mem           memory // the PD's memory as this QP sees it (type 2 windows)
 }
 
+// grantSendCaps sizes the send queue's WQEs as rxe does (rxe_init_sq): a
+// WQE holds max(max_send_sge SGEs, max_inline_data bytes), and both are
+// granted whatever that size allows. A program asking for one SGE may so
+// send 16 bytes inline, as rdma_xclient does on kernel rxe.
+func grantSendCaps(c *QPCap) {
+	const sgeSize = 16 // sizeof(struct ib_sge)
+	wqe := max(c.MaxSendSGE*sgeSize, c.MaxInline)
+	c.MaxInline = min(wqe, MaxInline)
+	c.MaxSendSGE = max(c.MaxSendSGE, min(wqe/sgeSize, MaxSGE))
+}
+
 // CreateQP creates a queue pair in pd (ibv_create_qp). Capacities are
 // checked against the device limits; the QP starts in RESET.
 func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
@@ -72,6 +83,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 	if len(d.qps) >= MaxQP {
 		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, ErrLimit)
 	}
+	grantSendCaps(&init.Cap)
 	qpn := d.allocQPN()
 	x := &QP{d: d, pd: pd, init: init, qpn: qpn, handle: d.nextHandle(), sport: createSrcPort(qpn)}
 	x.mem = memory{d: d, pd: pd, qp: x}

@@ -47,6 +47,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The device grants what it sizes the queues for (at least what was
+	// asked), as ibv_create_qp writes back into cap.
+	attr.Cap = x.Init().Cap
 	q := &QP{pd: pd, qp: x, init: attr}
 	c.mu.Lock()
 	c.qps[x] = q
