@@ -40,6 +40,9 @@ type hostCase struct {
 	// guest client retries instead. {roce} in guest is softroce's RoCE
 	// address (which differs from the host's on the tap link).
 	noOOB bool
+	// serverOnly runs only the role where softroce is the server (see
+	// rdmacmDropInCases for why a case may need it).
+	serverOnly bool
 }
 
 // rdmacmCase is librdmacm's rdma_server and rdma_client (rdmacm-utils)

@@ -139,10 +139,16 @@ func TestInterop(t *testing.T) {
 	if has("rdmacm") {
 		cases = append(cases, rdmacmCase())
 	}
+	if has("rdmacm") {
+		t.Run("softroce_udp_cm_reject", s.testCMReject)
+	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {
 			for _, role := range []string{"client", "server"} {
+				if hc.serverOnly && role == "client" {
+					continue
+				}
 				t.Run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
 					if why := knownBad[hc.name]; why != "" && !strict {
 						t.Skipf("known softroce bug, skipped unless SOFTROCE_INTEROP_STRICT=1: %s", why)
