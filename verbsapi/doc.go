@@ -40,7 +40,9 @@
 // does it, as librdmacm's rdma_connect and rdma_accept: Context.ListenCM,
 // CMListener.Accept and ConnRequest.Accept on one side, Context.DialCM on the
 // other (CM MADs on the device's QP 1; the peer may be kernel rxe), then
-// CMConn.Disconnect. CMPort gives the device's connection manager to a
+// CMConn.Disconnect. A UD QP is found the same way through SIDR:
+// Context.ListenUD and UDRequest.Reply on one side, Context.ResolveUD (its
+// QPN and Q_Key) on the other. CMPort gives the device's connection manager to a
 // consumer that keeps its own rdma_cm state (the drop-in librdmacm's
 // server); one router goroutine per device hands the manager's events to
 // their owners while any exist.

@@ -125,3 +125,55 @@ func TestCMRefusals(t *testing.T) {
 	_, err = ca.DialCM(ctx, a.qp, to, &CMParam{PrivateData: make([]byte, 57)})
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+// TestCMUD resolves a UD QP through SIDR and sends it a datagram with what
+// it learned, as udaddy does.
+func TestCMUD(t *testing.T) {
+	ca, cb := startPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	mk := func(c *Context) *testHost {
+		h := &testHost{ctx: c}
+		var err error
+		h.pd, err = c.AllocPD()
+		require.NoError(t, err)
+		h.scq, err = c.CreateCQ(8, nil)
+		require.NoError(t, err)
+		h.qp, err = h.pd.CreateQP(QPInitAttr{SendCQ: h.scq, RecvCQ: h.scq, QPType: UD,
+			Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		h.mr, err = h.pd.RegMR(make([]byte, 4096), AccessAll)
+		require.NoError(t, err)
+		require.NoError(t, h.qp.Connect(0, Endpoint{}, &ConnOptions{QKey: UDQKey}))
+		return h
+	}
+	a, b := mk(ca), mk(cb)
+	to := netip.AddrPortFrom(netip.MustParseAddr("10.9.0.2"), 7174)
+	_, err := ca.ResolveUD(ctx, to, nil)
+	require.ErrorIs(t, err, ErrRejected, "nobody listens yet")
+
+	l, err := cb.ListenUD(7174)
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		req, err := l.Accept(ctx)
+		if err == nil {
+			_ = req.Reply(b.qp, []byte("udp"))
+		}
+	}()
+	peer, err := ca.ResolveUD(ctx, to, []byte("who"))
+	require.NoError(t, err)
+	require.Equal(t, b.qp.QPN(), peer.QPN)
+	require.Equal(t, uint32(UDQKey), peer.QKey)
+	require.Equal(t, []byte("udp"), peer.PrivateData[:3])
+
+	require.NoError(t, b.qp.PostRecv(&RecvWR{ID: 1, SGL: []SGE{b.mr.SGE(0, 40+16)}}))
+	ah, err := a.pd.CreateAH(AHAttr{DGID: netip.MustParseAddr("::ffff:10.9.0.2"), SGIDIndex: 1, HopLimit: 64})
+	require.NoError(t, err)
+	copy(a.mr.Bytes()[100:], "datagram")
+	require.NoError(t, a.qp.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(100, 8)},
+		AH: ah.AV(), RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}))
+	require.Equal(t, WCSuccess, next(t, a.scq).Status)
+	require.Equal(t, WCSuccess, next(t, b.scq).Status)
+	require.Equal(t, "datagram", string(b.mr.Bytes()[40:48]))
+}
