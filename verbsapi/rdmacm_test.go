@@ -177,3 +177,44 @@ func TestCMUD(t *testing.T) {
 	require.Equal(t, WCSuccess, next(t, b.scq).Status)
 	require.Equal(t, "datagram", string(b.mr.Bytes()[40:48]))
 }
+
+// BenchmarkCMConnect is one rdma_cm connection's life between two devices
+// on the mem link: dial, accept (QPs to RTS on both sides), and a
+// disconnect from the active side with the passive side's answer.
+func BenchmarkCMConnect(b *testing.B) {
+	ca, cb := startPairTB(b)
+	ctx := context.Background()
+	l, err := cb.ListenCM(7471)
+	require.NoError(b, err)
+	defer l.Close()
+	to := netip.AddrPortFrom(netip.MustParseAddr("10.9.0.2"), 7471)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		a, s := newHostTB(b, ca, hostOpts{}), newHostTB(b, cb, hostOpts{})
+		b.StartTimer()
+		acc := make(chan *CMConn, 1)
+		go func() {
+			req, err := l.Accept(ctx)
+			if err != nil {
+				acc <- nil
+				return
+			}
+			conn, err := req.Accept(ctx, s.qp, nil)
+			if err != nil {
+				conn = nil
+			}
+			acc <- conn
+		}()
+		conn, err := ca.DialCM(ctx, a.qp, to, nil)
+		require.NoError(b, err)
+		sc := <-acc
+		require.NotNil(b, sc)
+		done := make(chan error, 1)
+		go func() { done <- conn.Disconnect(ctx) }()
+		<-sc.Done()
+		require.NoError(b, sc.Disconnect(ctx))
+		require.NoError(b, <-done)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+}
