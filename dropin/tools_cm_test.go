@@ -55,7 +55,7 @@ type cmToolCase struct {
 var cmToolCases = []cmToolCase{
 	{"rping", []string{"rping", "-s", "-C", "3", "-v"}, []string{"rping", "-c", "-C", "3", "-v", "-a", "ADDR"}, "rdma-ping-2", false, false},
 	{"rdma_server", []string{"rdma_server"}, []string{"rdma_client", "-s", "ADDR"}, "end 0", false, false},
-	{"ucmatose", []string{"ucmatose"}, []string{"ucmatose", "-s", "ADDR"}, "return status 0", false, false},
+	{"ucmatose", []string{"ucmatose", "-c", "4"}, []string{"ucmatose", "-c", "4", "-s", "ADDR"}, "return status 0", false, false},
 	{"udaddy", []string{"udaddy"}, []string{"udaddy", "-s", "ADDR"}, "return status 0", false, false},
 	{"ib_send_bw_R", []string{"ib_send_bw", "-R", "-F", "-n", "50"}, []string{"ib_send_bw", "-R", "-F", "-n", "50", "ADDR"}, "BW average", false, false},
 	{"ib_write_lat_R", []string{"ib_write_lat", "-R", "-F", "-n", "50"}, []string{"ib_write_lat", "-R", "-F", "-n", "50", "ADDR"}, "t_typical", false, false},
