@@ -9,6 +9,7 @@ package dropin
 // the connection's lock, where ids change.
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -209,6 +210,16 @@ func (c *conn) cmCreateID(b []byte) syscall.Errno {
 // cmAckTimeout is rdma_cm's QP ACK timeout on rxe: cm_ack_timeout(15, 18).
 const cmAckTimeout = cm.PacketLifetime + 1
 
+// cmArg decodes a request's body into v, whose first field is the handle
+// of the id it is about, and returns that id (nil for a malformed body or
+// an unknown handle).
+func cmArg[T any](c *conn, b []byte, v *T) *cmID {
+	if !decode(b, v) || len(b) < 4 {
+		return nil
+	}
+	return c.cmID(binary.LittleEndian.Uint32(b))
+}
+
 // id looks up the id a request names.
 func (c *conn) cmID(h uint32) *cmID {
 	if c.cm == nil {
@@ -218,11 +229,7 @@ func (c *conn) cmID(h uint32) *cmID {
 }
 
 func (c *conn) cmDestroyID(b []byte) syscall.Errno {
-	h, ok := handleArg(b)
-	if !ok {
-		return syscall.EINVAL
-	}
-	id := c.cmID(h)
+	id := cmArg(c, b, &wireHandle{})
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -258,10 +265,7 @@ func (c *conn) destroyID(id *cmID) {
 
 func (c *conn) cmMigrate(b []byte) syscall.Errno {
 	var a wireCMMigrate
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -291,10 +295,7 @@ func (c *conn) cmMigrate(b []byte) syscall.Errno {
 
 func (c *conn) cmSetOption(b []byte) syscall.Errno {
 	var a wireCMOption
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}

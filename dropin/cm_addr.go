@@ -81,10 +81,7 @@ func (c *conn) bindPort(id *cmID, ip netip.Addr, want uint16) syscall.Errno {
 
 func (c *conn) cmBind(b []byte) syscall.Errno {
 	var a wireCMBind
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -108,10 +105,7 @@ func (c *conn) cmBind(b []byte) syscall.Errno {
 
 func (c *conn) cmResolveAddr(b []byte) syscall.Errno {
 	var a wireCMResolve
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -146,11 +140,7 @@ func (c *conn) cmResolveAddr(b []byte) syscall.Errno {
 }
 
 func (c *conn) cmResolveRoute(b []byte) syscall.Errno {
-	h, ok := handleArg(b)
-	if !ok {
-		return syscall.EINVAL
-	}
-	id := c.cmID(h)
+	id := cmArg(c, b, &wireHandle{})
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -165,11 +155,7 @@ func (c *conn) cmResolveRoute(b []byte) syscall.Errno {
 }
 
 func (c *conn) cmQueryRoute(b []byte) syscall.Errno {
-	h, ok := handleArg(b)
-	if !ok {
-		return syscall.EINVAL
-	}
-	id := c.cmID(h)
+	id := cmArg(c, b, &wireHandle{})
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -224,10 +210,7 @@ func flowLabel(sport, dport uint16) uint32 { return (uint32(sport)*31 + uint32(d
 
 func (c *conn) cmListen(b []byte) syscall.Errno {
 	var a wireCMListen
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}

@@ -27,10 +27,7 @@ func randomPSN() uint32 {
 
 func (c *conn) cmConnect(b []byte) syscall.Errno {
 	var a wireCMConn
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -112,10 +109,7 @@ func rdAtomic(v uint8) uint8 {
 
 func (c *conn) cmAccept(b []byte) syscall.Errno {
 	var a wireCMConn
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}
@@ -162,11 +156,7 @@ func (c *conn) cmAccept(b []byte) syscall.Errno {
 }
 
 func (c *conn) cmEstablish(b []byte) syscall.Errno {
-	h, ok := handleArg(b)
-	if !ok {
-		return syscall.EINVAL
-	}
-	id := c.cmID(h)
+	id := cmArg(c, b, &wireHandle{})
 	if id == nil || id.state != idResponded {
 		return syscall.EINVAL
 	}
@@ -182,10 +172,7 @@ func (c *conn) cmEstablish(b []byte) syscall.Errno {
 
 func (c *conn) cmReject(b []byte) syscall.Errno {
 	var a wireCMReject
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil || a.PrivateDataLen > uint8(len(a.PrivateData)) {
 		return syscall.EINVAL
 	}
@@ -215,11 +202,7 @@ func (c *conn) cmReject(b []byte) syscall.Errno {
 }
 
 func (c *conn) cmDisconnect(b []byte) syscall.Errno {
-	h, ok := handleArg(b)
-	if !ok {
-		return syscall.EINVAL
-	}
-	id := c.cmID(h)
+	id := cmArg(c, b, &wireHandle{})
 	if id == nil || !id.tracked {
 		return syscall.EINVAL
 	}

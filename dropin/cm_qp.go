@@ -19,10 +19,7 @@ const (
 
 func (c *conn) cmInitQPAttr(b []byte) syscall.Errno {
 	var a wireCMInitQPAttr
-	if !decode(b, &a) {
-		return syscall.EINVAL
-	}
-	id := c.cmID(a.ID)
+	id := cmArg(c, b, &a)
 	if id == nil {
 		return syscall.EINVAL
 	}

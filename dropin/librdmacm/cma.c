@@ -282,6 +282,16 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 	return 0;
 }
 
+/* wait_acked waits until every event delivered for the id is acked, as
+ * librdmacm's destroy and migrate do. */
+static void wait_acked(struct cma_id *c)
+{
+	pthread_mutex_lock(&c->mut);
+	while (c->events_acked < c->events_delivered)
+		pthread_cond_wait(&c->cond, &c->mut);
+	pthread_mutex_unlock(&c->mut);
+}
+
 int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cma_id *c = (struct cma_id *)id;
@@ -291,11 +301,7 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 		rdma_ack_cm_event(id->event);
 		id->event = NULL;
 	}
-	/* As librdmacm: wait until every event delivered for the id is acked. */
-	pthread_mutex_lock(&c->mut);
-	while (c->events_acked < c->events_delivered)
-		pthread_cond_wait(&c->cond, &c->mut);
-	pthread_mutex_unlock(&c->mut);
+	wait_acked(c);
 	cma_call(SR_OP_CM_DESTROY_ID, &h, sizeof(h), NULL, 0, NULL);
 	unlink_id(c);
 	if (c->sync)
@@ -620,11 +626,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 			return -1;
 		sync = 1;
 	}
-	/* As librdmacm: events delivered on the old channel are acked first. */
-	pthread_mutex_lock(&c->mut);
-	while (c->events_acked < c->events_delivered)
-		pthread_cond_wait(&c->cond, &c->mut);
-	pthread_mutex_unlock(&c->mut);
+	wait_acked(c);
 	req.channel = ((struct cma_channel *)channel)->handle;
 	err = cma_call(SR_OP_CM_MIGRATE, &req, sizeof(req), NULL, 0, NULL);
 	if (err) {
