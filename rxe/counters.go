@@ -26,6 +26,9 @@ type Counters struct {
 	// GSI counts MADs received on QP 1 and handed to the connection
 	// manager (they count in rcvd_pkts too).
 	GSI uint64
+	// CMRetransmits counts the connection manager's MADs sent again after
+	// their timeout (REQ, REP, DREQ, SIDR_REQ).
+	CMRetransmits uint64
 	// ICRCIDUnknown counts packets accepted although their IPv4 ID was
 	// unknown (a UDP-socket link): their ICRC was checked on 15 bits only.
 	ICRCIDUnknown uint64
@@ -81,6 +84,7 @@ func (c *Counters) List() []Counter {
 		{"rx_unknown_qp", c.UnknownQP},
 		{"rx_gsi", c.GSI},
 		{"rx_gsi_dropped", c.GSIDropped},
+		{"cm_retransmits", c.CMRetransmits},
 		{"rx_multicast", c.Multicast},
 		{"rx_qp_not_ready", c.QPNotReady},
 		{"rx_addr_mismatch", c.AddrMismatch},
@@ -100,5 +104,6 @@ func (d *Device) Counters() Counters {
 	defer d.mu.Unlock()
 	c := d.cnt
 	c.Counters = d.qpCnt
+	c.CMRetransmits = d.gsi.cm.Counters().Retransmits
 	return c
 }

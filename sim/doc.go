@@ -69,12 +69,21 @@
 //	    "rate": 100000,                      // operations per second per QP (optional)
 //	    "start": "0s",
 //	    "recv_depth": 9, "recv_delay": "200us",  // receives kept posted; slow reposting
-//	    "mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "min_rnr_timer": 1
+//	    "mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "min_rnr_timer": 1,
+//	    "connect": "cm"                      // connect with the connection manager (RC, UC)
 //	  }],
 //	  "expect": {"statuses": ["SUCCESS", "RETRY_EXC_ERR", "WR_FLUSH_ERR"],
 //	             "sometimes": ["retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
-//	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss"]}
+//	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss",
+//	                           "cm_retransmit"]}
 //	}
+//
+// With "connect": "cm" the QPs are connected the way rdma_cm connects them
+// (cm.go): the responder's host listens, the requester's sends the REQ, each
+// side moves its QP to RTS from the other's REP or REQ, the operations begin
+// after the RTU. The MADs cross the simulated network with its faults, the
+// connection manager retransmits on the devices' timers in virtual time, and
+// the event log records each REQ and REP taken.
 //
 // Link names in faults and partitions are "A-B" (both directions), "A->B"
 // (one) or "*" (all). Fault specs follow package fault's grammar; the spec's

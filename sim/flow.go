@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/softroce/softroce/cm"
 	"github.com/softroce/softroce/fault"
 	"github.com/softroce/softroce/qp"
 	"github.com/softroce/softroce/rxe"
@@ -22,6 +23,10 @@ type hostRT struct {
 	wcs    []qp.WC
 	nextVA uint64
 	run    *runState
+	// The flows the connection manager connects: by service ID where
+	// the host listens, by connection where it requested.
+	cmListen map[uint64]*flow
+	cmConns  map[cm.ConnID]*flow
 }
 
 // flowEnd says which side of which flow a QP is.
@@ -84,6 +89,11 @@ type flow struct {
 	firstErr    qp.WCStatus
 	rposted     int // receives posted in total
 	sge         [1]qp.SGE
+
+	// connected: the QPs are in RTS; started: the start time has come.
+	// Operations begin when both hold (cm.go).
+	connected, started bool
+	cm                 flowCM
 }
 
 // alloc carves an address range for a region on a host.
@@ -110,6 +120,7 @@ func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, er
 		return nil, err
 	}
 	hr := &hostRT{h: h, info: info, dev: dev, pd: pd, cq: cq, ends: map[uint32]*flowEnd{},
+		cmListen: map[uint64]*flow{}, cmConns: map[cm.ConnID]*flow{},
 		wcs: make([]qp.WC, 64), nextVA: iovaBase + uint64(info.Index)<<32, run: run}
 	h.poll = hr.poll
 	h.polled = func() bool { return cq.Len() > 0 }
@@ -170,11 +181,20 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int) (*flow, error) {
 	// Start PSNs anywhere in the 24-bit space, a quarter of them just
 	// below the wrap, so that PSN arithmetic modulo 2^24 is exercised.
 	psnA, psnB := f.drawPSN(), f.drawPSN()
-	if err := f.connect(f.qa, a, b, f.qb.QPN(), psnA, psnB); err != nil {
-		return nil, err
-	}
-	if err := f.connect(f.qb, b, a, f.qa.QPN(), psnB, psnA); err != nil {
-		return nil, err
+	if w.Connect == "cm" {
+		// The connection manager connects them (cm.go); the responder's
+		// QP waits in INIT with its receives posted.
+		if err := f.cmSetup(psnA, psnB); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := f.connect(f.qa, a, b, f.qb.QPN(), psnA, psnB); err != nil {
+			return nil, err
+		}
+		if err := f.connect(f.qb, b, a, f.qa.QPN(), psnB, psnA); err != nil {
+			return nil, err
+		}
+		f.connected = true
 	}
 	if f.typ == qp.UD {
 		av := qp.AddressVector{DGID: b.info.IP, SGIDIndex: uint8(a.dev.d.GIDIndex(a.info.IP)), HopLimit: 64}

@@ -124,10 +124,22 @@ func (f *flow) pump(now netsim.Time) {
 	}
 }
 
-// start begins the flow's operations at the workload's start time.
+// start begins the flow's operations at the workload's start time, or when
+// the connection manager has connected the QPs if that is later.
 func (f *flow) start(run *runState) {
 	loop := run.w.loop
 	loop.At(netsim.Time(f.wl.Start), func() {
+		f.started = true
+		if f.connected {
+			f.begin(run)
+		}
+	})
+}
+
+// begin starts posting.
+func (f *flow) begin(run *runState) {
+	loop := run.w.loop
+	{
 		if f.wl.rate == 0 {
 			f.pump(loop.Now())
 			f.a.h.kick()
@@ -145,7 +157,7 @@ func (f *flow) start(run *runState) {
 			}
 		}
 		tick()
-	})
+	}
 }
 
 // poison fills b with 0xEE, doubling what is filled with each copy.

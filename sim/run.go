@@ -73,6 +73,9 @@ type runState struct {
 	err     error
 	naks    map[string]uint64
 	frames  uint64
+	// cmFlows: some flow is connected by the connection manager, whose
+	// events are taken after every step (cm.go).
+	cmFlows bool
 }
 
 func (run *runState) violate(inv, flow, format string, args ...any) {
@@ -181,6 +184,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	loop := w.loop
 	for run.active > 0 && run.err == nil && loop.Next() <= end {
 		loop.Step()
+		run.pollCM()
 	}
 	if run.err == nil {
 		// Let what is still in flight (UC and UD messages, the last ACKs)
@@ -188,6 +192,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		stop := min(loop.Now()+grace, end)
 		for loop.Next() <= stop {
 			loop.Step()
+			run.pollCM()
 		}
 	}
 	if run.err != nil {
@@ -262,6 +267,9 @@ func (run *runState) setup() error {
 		}
 	}
 	run.active = len(run.flows)
+	for _, f := range run.flows {
+		run.cmFlows = run.cmFlows || f.wl.Connect == "cm"
+	}
 	for _, f := range run.flows {
 		f.start(run)
 	}
@@ -426,6 +434,7 @@ func sometimes(res *Result, dev func(string) uint64) map[string]bool {
 		"retry_exceeded":    dev("retry_exceeded_err") > 0,
 		"uc_loss":           res.LostUC > 0,
 		"ud_loss":           res.LostUD > 0,
+		"cm_retransmit":     dev("cm_retransmits") > 0,
 	}
 }
 

@@ -159,6 +159,11 @@ type WorkloadSpec struct {
 	// MaxRdAtomic bounds the READ and atomic requests a requester keeps
 	// outstanding, and the responder's resources for them (default 16).
 	MaxRdAtomic *int `json:"max_rd_atomic,omitempty"`
+	// Connect is how the QPs are connected: "" (directly, as if their
+	// numbers had been traded out of band) or "cm": the connection
+	// manager's REQ, REP and RTU on QP 1, through the simulated network and
+	// its faults, before the operations start (RC and UC).
+	Connect string `json:"connect,omitempty"`
 }
 
 // SizeSpec draws message sizes: Fixed, a uniform range [Min, Max], or a
@@ -209,7 +214,7 @@ const (
 
 // coveragePoints are the names Expect.Sometimes accepts.
 var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
-	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss"}
+	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit"}
 
 // wcStatusNames lists the completion status names.
 func wcStatusNames() []string {

@@ -70,6 +70,15 @@ func resolveWorkload(i int, ws WorkloadSpec) (*wlSpec, error) {
 	case "UD":
 		w.typ = qp.UD
 	}
+	switch ws.Connect {
+	case "":
+	case "cm":
+		if w.typ == qp.UD {
+			return nil, fmt.Errorf("workload %s: connect cm takes RC or UC QPs, not UD", w.Name)
+		}
+	default:
+		return nil, fmt.Errorf("workload %s: connect %q: want \"\" or \"cm\"", w.Name, ws.Connect)
+	}
 	if len(ws.Ops) == 0 {
 		w.weights[opSend] = 1
 	}
