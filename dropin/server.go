@@ -126,6 +126,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// Conns returns the number of programs' connections being served.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Close stops every Serve, hangs up on every program (destroying what they
 // held, as the kernel does when a process dies) and waits until all is
 // released. The device stays up.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -43,4 +44,27 @@ func (s *suite) testCMReject(t *testing.T) {
 	require.NotEqual(t, 0, r.Status, "rdma_client must fail:\n%s", r.Output)
 	require.Contains(t, r.Output, "rdma_connect: Connection refused", "the guest did not see softroce's REJ:\n%s", r.Output)
 	s.checkCapture(t, c, 2)
+}
+
+// testCMRate connects 100 rdma_cm ids at once from softroce (Debian's cmtime
+// on the drop-in library) to kernel rxe (cmtime in the guest) and back,
+// and logs cmtime's table: connection setup across the two stacks, the
+// README's figure.
+func (s *suite) testCMRate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(s.ctx, 90*time.Second)
+	defer cancel()
+	job, err := s.a.Start(s.ctx, "cmtime -b "+s.a.IP.String(), 60*time.Second)
+	require.NoError(t, err)
+	defer job.Kill()
+	r, err := s.a.Run(s.ctx, `for i in $(seq 200); do rdma res show cm_id 2>/dev/null | grep -Eq "LISTEN.*:7471( |$)" && exit 0; sleep 0.1; done; exit 1`, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 0, r.Status, "cmtime never listened in the guest")
+	var out bytes.Buffer
+	cmd := s.net.Command(ctx, s.softroce, "run", "--link", "udp", "--addr", s.net.Host.Addr().String(),
+		"--socket", filepath.Join(t.TempDir(), "none.sock"), "--lib", s.libDir, "--",
+		"cmtime", "-s", s.a.IP.String(), "-c", "100")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Run(), "cmtime on softroce:\n%s", out.String())
+	require.Contains(t, out.String(), "connect", out.String())
+	t.Logf("cmtime -c 100, softroce (drop-in) -> kernel rxe:\n%s", out.String())
 }

@@ -142,6 +142,9 @@ func TestInterop(t *testing.T) {
 	if has("rdmacm") {
 		t.Run("softroce_udp_cm_reject", s.testCMReject)
 	}
+	if s.libDir != "" {
+		t.Run("softroce_udp_dropin_cm_rate", s.testCMRate)
+	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {

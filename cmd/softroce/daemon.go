@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ func newDaemonCmd() *cobra.Command {
 	var (
 		socket string
 		name   string
+		idle   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "daemon",
@@ -48,15 +50,16 @@ else /tmp/softroce-UID.sock: the rule the library follows too.`,
 	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 	cmd.Flags().StringVar(&socket, "socket", "", "Unix socket to serve (default: see above)")
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name")
+	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit once no program has used the device for this long (0: run until interrupted)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr())
+		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr())
 		if err != nil {
 			return exitError{exitTrouble, err}
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: %s on %s\n", name, path)
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		<-sig
+		waitIdle(sig, srv, idle)
 		signal.Stop(sig)
 		if err := stop(); err != nil {
 			return exitError{exitTrouble, err}
@@ -66,29 +69,53 @@ else /tmp/softroce-UID.sock: the rule the library follows too.`,
 	return cmd
 }
 
+// waitIdle returns on a signal, or once srv has served no program for idle
+// (when idle > 0).
+func waitIdle(sig <-chan os.Signal, srv *dropin.Server, idle time.Duration) {
+	if idle <= 0 {
+		<-sig
+		return
+	}
+	tick := time.NewTicker(min(idle/4+time.Millisecond, time.Second))
+	defer tick.Stop()
+	busy := time.Now()
+	for {
+		select {
+		case <-sig:
+			return
+		case now := <-tick.C:
+			if srv.Conns() > 0 {
+				busy = now
+			} else if now.Sub(busy) >= idle {
+				return
+			}
+		}
+	}
+}
+
 // serveDevice starts the device the flags describe and a dropin.Server for
 // it on the socket path, logging to logw. stop closes the server, then the
 // device.
-func serveDevice(lf linkFlags, name, path string, logw io.Writer) (stop func() error, _ string, err error) {
+func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.Server, stop func() error, _ string, err error) {
 	cfg, err := lf.config()
 	if err != nil {
-		return nil, "", fmt.Errorf("open %s: %w", name, err)
+		return nil, nil, "", fmt.Errorf("open %s: %w", name, err)
 	}
 	dev, err := verbsapi.NewDevice(name, cfg)
 	if err != nil {
-		return nil, "", flagError(err, cfg)
+		return nil, nil, "", flagError(err, cfg)
 	}
 	ln, err := dropin.Listen(path)
 	if err != nil {
 		dev.Close()
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	srv := &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
+	srv = &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "softroce daemon: "+format+"\n", args...)
 	}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	return func() error {
+	return srv, func() error {
 		srv.Close()
 		<-done
 		return dev.Close()

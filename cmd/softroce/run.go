@@ -6,11 +6,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/softroce/softroce/dropin"
 )
@@ -19,19 +24,29 @@ func init() { register(newRunCmd) }
 
 func newRunCmd() *cobra.Command {
 	var (
-		socket string
-		lib    string
-		name   string
+		socket  string
+		lib     string
+		name    string
+		private bool
+		idle    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- PROGRAM [ARGS...]",
 		Short: "Run an unmodified libibverbs program on a softroce device",
 		Long: `run runs PROGRAM with softroce's drop-in libibverbs.so.1 in place of the
-system's, talking to a softroce daemon. If a daemon answers on the socket
-(--socket, $SOFTROCE_SOCKET, $XDG_RUNTIME_DIR/softroce.sock or
-/tmp/softroce-UID.sock) run uses it and the link flags are ignored; otherwise
-run starts a device on the link the flags describe, serves it on a private
-socket for as long as PROGRAM runs, and closes it afterwards.
+system's (and its drop-in librdmacm.so.1 in place of librdmacm's), talking
+to a softroce daemon. If a daemon answers on the socket (--socket,
+$SOFTROCE_SOCKET, $XDG_RUNTIME_DIR/softroce.sock or /tmp/softroce-UID.sock)
+run uses it and the link flags are ignored.
+
+Otherwise, when neither a socket nor any link flag is given, run starts a
+shared daemon on the default socket (a device on the mem link at 10.0.0.1,
+in the background, exiting --idle-exit after its last program is gone):
+every program started with 'softroce run' in any shell of this user then
+sees the same device and reaches the others, as with a kernel device. With
+--private, or with a socket or link flags given, run starts a device of its
+own on the link the flags describe, serves it on a private socket for as long
+as PROGRAM runs, and closes it afterwards.
 
 run finds the library with --lib, else $SOFTROCE_LIBDIR, else in a
 libibverbs/ directory next to the softroce binary, else in dropin/libibverbs/
@@ -49,6 +64,8 @@ It exits with PROGRAM's status.`,
 	cmd.Flags().StringVar(&socket, "socket", "", "daemon socket (default: see above)")
 	cmd.Flags().StringVar(&lib, "lib", "", "directory holding the built libibverbs.so.1 (default: see above)")
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name, when run starts the device")
+	cmd.Flags().BoolVar(&private, "private", false, "start a device of this program's own, even with no daemon running")
+	cmd.Flags().DurationVar(&idle, "idle-exit", 30*time.Second, "a shared daemon run starts exits this long after its last program")
 	// Flags after PROGRAM are PROGRAM's, with or without "--".
 	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -60,6 +77,12 @@ It exits with PROGRAM's status.`,
 			return exitError{exitTrouble, err}
 		}
 		sock := dropin.SocketPath(socket)
+		shared := !private && socket == "" && os.Getenv("SOFTROCE_SOCKET") == "" && !linkFlagsGiven(cmd)
+		if !dropin.Answers(sock) && shared {
+			if err := startSharedDaemon(sock, name, idle, cmd.ErrOrStderr()); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: %v; this program gets a device of its own, which no other program reaches\n", err)
+			}
+		}
 		if !dropin.Answers(sock) {
 			dir, err := os.MkdirTemp("", "softroce-run-")
 			if err != nil {
@@ -67,7 +90,7 @@ It exits with PROGRAM's status.`,
 			}
 			defer os.RemoveAll(dir)
 			sock = filepath.Join(dir, "softroce.sock")
-			stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr())
+			_, stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr())
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
@@ -92,3 +115,58 @@ It exits with PROGRAM's status.`,
 }
 
 var errNoProgram = errors.New("no program to run: softroce run [flags] -- PROGRAM [ARGS]")
+
+// linkFlagsGiven reports whether any flag but run's own was set: then the
+// user asked for a particular device, which a shared daemon is not.
+func linkFlagsGiven(cmd *cobra.Command) bool {
+	given := false
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "socket", "lib", "private", "idle-exit", "ib-dev":
+		default:
+			given = true
+		}
+	})
+	return given
+}
+
+// startSharedDaemon starts `softroce daemon` on sock in the background, in
+// a session of its own so that it outlives this program and its shell, with
+// its log beside the socket, and waits until it answers. Two runs racing to
+// start one find the same daemon: the second fails to listen and exits.
+func startSharedDaemon(sock, name string, idle time.Duration, w io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start a shared daemon: %w", err)
+	}
+	logPath := strings.TrimSuffix(sock, ".sock") + "-daemon.log"
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("start a shared daemon: %w", err)
+	}
+	defer logf.Close()
+	d := exec.Command(exe, "daemon", "--socket", sock, "-d", name, "--idle-exit", idle.String())
+	d.Stdout, d.Stderr = logf, logf
+	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := d.Start(); err != nil {
+		return fmt.Errorf("start a shared daemon: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { d.Wait(); close(exited) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if dropin.Answers(sock) {
+			fmt.Fprintf(w, "softroce run: started a shared device %s (mem link, 10.0.0.1) on %s; it exits %v after its last program (log: %s)\n",
+				name, sock, idle, logPath)
+			return nil
+		}
+		select {
+		case <-exited:
+			if dropin.Answers(sock) {
+				return nil // another run's daemon won the race
+			}
+			return fmt.Errorf("the shared daemon exited at once (see %s)", logPath)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the shared daemon did not answer on %s within 10 s (see %s)", sock, logPath)
+}
