@@ -34,9 +34,10 @@ func RdmacmDir(libDir string) string {
 // FindLib returns the directory holding the built drop-in library: dir when
 // given, else $SOFTROCE_LIBDIR, else a libibverbs/ directory next to the
 // running binary (an installed copy), else dropin/libibverbs/ of the source
-// checkout holding the current directory. In a checkout it runs make there
-// first (gcc and libibverbs-dev), so the library is always built from the
-// current sources.
+// checkout holding the current directory, else the sources embedded in the
+// binary, built in the user's cache directory (a softroce installed with
+// `go install`). In a checkout and in the cache it runs make first (gcc and
+// libibverbs-dev), so the library is always built from the current sources.
 func FindLib(dir string) (string, error) {
 	if dir == "" {
 		dir = os.Getenv("SOFTROCE_LIBDIR")
@@ -67,7 +68,18 @@ func FindLib(dir string) (string, error) {
 			return cand, nil
 		}
 	}
-	return "", fmt.Errorf("no built %s in %s: run make -C dropin/libibverbs in a source checkout, or pass --lib", LibName, strings.Join(cands, ", "))
+	// No source tree: the sources this binary carries.
+	if err := BuildTools(); err != nil {
+		return "", fmt.Errorf("no built %s in %s, and the embedded sources cannot be built: %w", LibName, strings.Join(cands, ", "), err)
+	}
+	lib, err := embeddedLib()
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(lib, LibName)); err != nil {
+		return "", fmt.Errorf("building the embedded drop-in library in %s: %w", lib, err)
+	}
+	return lib, nil
 }
 
 // Make brings the library in dir up to date when dir is a source directory
@@ -110,4 +122,24 @@ func Env(env []string, libDir, sock string) []string {
 		}
 	}
 	return append(out, "SOFTROCE_SOCKET="+sock, "LD_LIBRARY_PATH="+ld)
+}
+
+// BuildTools reports what building the drop-in libraries needs and this
+// machine lacks, naming the Debian packages: make, a C compiler and the
+// verbs headers (libibverbs-dev). librdmacm-dev is optional: without it only
+// the libibverbs drop-in is built.
+func BuildTools() error {
+	var missing []string
+	for _, t := range []struct{ tool, pkg string }{{"make", "make"}, {"gcc", "gcc"}} {
+		if _, err := exec.LookPath(t.tool); err != nil {
+			missing = append(missing, t.pkg)
+		}
+	}
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		missing = append(missing, "libibverbs-dev")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s (apt-get install %s)", strings.Join(missing, ", "), strings.Join(missing, " "))
+	}
+	return nil
 }
