@@ -1,9 +1,12 @@
 package verbsapi
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/softroce/softroce/cm"
+	"github.com/softroce/softroce/rxe"
 )
 
 // CMPort is the device's connection manager for a consumer that keeps its
@@ -82,3 +85,28 @@ func (p *CMPort) BindPort(want uint16) (uint16, bool) { return p.r.port(want) }
 
 // ReleasePort gives a port back.
 func (p *CMPort) ReleasePort(port uint16) { p.r.release(port) }
+
+// DrainCM waits until the device's connection manager holds no connection:
+// every disconnect answered and every timewait over (about 2 s after the
+// last disconnect), or until ctx ends. A kernel's connection manager
+// outlives the process that used it; a device that a program's exit
+// closes calls this first, so that a peer's DREQ still gets its DREP.
+func (d *Device) DrainCM(ctx context.Context) error { return drainCM(ctx, d.dev) }
+
+// DrainCM is Device.DrainCM for the context's device.
+func (c *Context) DrainCM(ctx context.Context) error { return drainCM(ctx, c.dev) }
+
+func drainCM(ctx context.Context, d *rxe.Device) error {
+	for {
+		n := 0
+		d.WithCM(d.Now(), func(m *cm.Manager, _ cm.Time) { n = m.Conns() })
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain the connection manager of %s: %d connections left: %w", d.Name(), n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

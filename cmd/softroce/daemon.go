@@ -4,6 +4,7 @@ package main
 // describe, until interrupted.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -118,6 +119,11 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.S
 	return srv, func() error {
 		srv.Close()
 		<-done
+		// Programs' connections end with them; let the peers hear the
+		// last DREPs and timewaits run out, as after a kernel's.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = dev.DrainCM(ctx)
 		return dev.Close()
 	}, path, nil
 }

@@ -66,10 +66,12 @@ func runRdmacm(cctx context.Context, out io.Writer, lf linkFlags, port uint16, s
 	} else {
 		err = rdmacm.Server(cctx, vctx, out, port)
 	}
-	// The last DREP must reach the peer before the device goes.
-	fctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// The last DREP must reach the peer, and the peer's late DREQ get its
+	// answer, before the device goes.
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = vctx.Flush(fctx)
+	_ = vctx.DrainCM(fctx)
 	if err != nil {
 		return exitError{exitFailed, err}
 	}
