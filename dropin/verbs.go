@@ -223,13 +223,16 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 const maskKnown = verbsapi.QPAttrMask(1<<21 - 1)
 
 // ahFromWire converts an address from the wire. RoCE needs the GRH
-// (is_global), since GIDs are its addresses.
+// (is_global), since GIDs are its addresses. The flow label keeps its low
+// 20 bits: the kernel passes all 32 to the driver, which uses only those
+// (rdma_get_udp_sport in rxe, a 20-bit field in mlx5), and UCX sends
+// 0xffffffff for "any".
 func ahFromWire(a *wireAHAttr) (verbsapi.AHAttr, bool) {
 	if a.IsGlobal == 0 || a.PortNum > 1 {
 		return verbsapi.AHAttr{}, false
 	}
 	return verbsapi.AHAttr{DGID: netip.AddrFrom16(a.DGID), SGIDIndex: a.SGIDIndex, HopLimit: a.HopLimit,
-		TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel, PortNum: a.PortNum}, true
+		TrafficClass: a.TrafficClass, FlowLabel: a.FlowLabel & 0xFFFFF, PortNum: a.PortNum}, true
 }
 
 // qpAttrFromWire converts the attributes mask names, refusing values that
