@@ -45,6 +45,11 @@ func startDaemonLog(lf linkFlags, name, path string, logf func(string, ...any)) 
 		dev.Close()
 		return nil, err
 	}
+	// The sysfs view, as softroce daemon writes it.
+	if err := WriteSysfs(SysfsDir(path), dev); err != nil {
+		dev.Close()
+		return nil, err
+	}
 	d := &testDaemon{Server: &Server{Device: dev, Logf: logf}, ctx: ctx, path: path, done: make(chan error, 1)}
 	go func() { d.done <- d.Serve(ln) }()
 	return d, nil

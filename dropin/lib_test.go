@@ -125,6 +125,12 @@ func TestLibQuery(t *testing.T) {
 	// SOFTROCE_DEBUG: the server's reason for the refused port 2 query.
 	require.Contains(t, stderr, "op 3 failed: Invalid argument: query port 2: the device has port 1 only")
 	want := fmt.Sprintf(`devices 1 first rxe5 index 0 guid %016x
+ibdev_path under sysfs path yes
+ibdev_path suffix /class/infiniband/rxe5 dev_path suffix /class/infiniband_verbs/uverbs0
+node_type 5 1: CA
+gid type 1 7 RoCE v2
+uverbs ibdev 4 rxe5
+missing -1
 port 1 state active active_mtu %d link_layer 2
 port 2 rc 22
 gid_ex 1 rc 0 ::ffff:10.0.0.5 type 2

@@ -114,6 +114,10 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.S
 	srv = &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "softroce daemon: "+format+"\n", args...)
 	}}
+	sys := dropin.SysfsDir(path)
+	if err := dropin.WriteSysfs(sys, dev); err != nil {
+		srv.Logf("%v; programs that read /sys/class/infiniband will not find %s", err, name)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	return srv, func() error {
@@ -124,6 +128,7 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.S
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = dev.DrainCM(ctx)
+		_ = os.RemoveAll(sys)
 		return dev.Close()
 	}, path, nil
 }

@@ -14,7 +14,7 @@
 
 /* socket_path: $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock, else
  * /tmp/softroce-UID.sock (the daemon uses the same rule). */
-static void socket_path(char *buf, size_t len)
+void sr_socket_path(char *buf, size_t len)
 {
 	const char *s = getenv("SOFTROCE_SOCKET");
 	const char *rt = getenv("XDG_RUNTIME_DIR");
@@ -57,7 +57,7 @@ int sr_connect(void)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, err;
 
-	socket_path(sa.sun_path, sizeof(sa.sun_path));
+	sr_socket_path(sa.sun_path, sizeof(sa.sun_path));
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

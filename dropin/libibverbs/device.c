@@ -40,9 +40,11 @@ static struct sr_device *device_for(const struct sr_dev_entry *e, uint32_t index
 	d->dev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->dev.name, sizeof(d->dev.name), "%.*s", (int)sizeof(e->name), e->name);
 	snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs%u", index);
-	/* No sysfs: these paths exist nowhere, so sysfs reads fail cleanly. */
-	snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/nonexistent/softroce/%s", d->dev.dev_name);
-	snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/nonexistent/softroce/%s", d->dev.name);
+	/* The daemon's sysfs view (see sysfs.c), laid out as the kernel's. */
+	snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "%s/class/infiniband_verbs/%s",
+		 sr_sysfs_root(), d->dev.dev_name);
+	snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "%s/class/infiniband/%s",
+		 sr_sysfs_root(), d->dev.name);
 	devices[ndevices++] = d;
 	return d;
 }
@@ -298,18 +300,6 @@ int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pke
 		return errno = err, -1;
 	*pkey = htobe16(p);
 	return 0;
-}
-
-/* There is no sysfs for softroce devices: every read fails as for a file
- * that does not exist, which ibv_devinfo treats as "attribute absent". */
-int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
-{
-	(void)dir;
-	(void)file;
-	(void)buf;
-	(void)size;
-	errno = ENOENT;
-	return -1;
 }
 
 /* sr_query_device_ex: the verbs_context op behind the inline

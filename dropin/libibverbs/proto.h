@@ -485,6 +485,8 @@ struct sr_cm_migrate {
 
 /* client.c */
 int sr_connect(void);
+void sr_socket_path(char *buf, size_t len);
+const char *sr_sysfs_root(void);
 /* sr_call sends op with body (and nfds fds) and reads the answer's body into
  * out. With got NULL the body must be exactly outlen bytes (on failure: empty
  * or exactly outlen); with got set it may be shorter and *got is its length.

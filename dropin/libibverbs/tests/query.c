@@ -9,6 +9,9 @@
 
 #include <infiniband/verbs.h>
 
+/* Exported by libibverbs, declared only in rdma-core's private driver.h. */
+const char *ibv_get_sysfs_path(void);
+
 int main(void)
 {
 	struct ibv_device **list;
@@ -19,6 +22,7 @@ int main(void)
 	char buf[INET6_ADDRSTRLEN];
 	__be16 pkey;
 	ssize_t n;
+	const char *root;
 	int num, i, rc;
 
 	list = ibv_get_device_list(&num);
@@ -28,6 +32,20 @@ int main(void)
 	}
 	printf("devices %d first %s index %d guid %016llx\n", num, ibv_get_device_name(list[0]),
 	       ibv_get_device_index(list[0]), (unsigned long long)be64toh(ibv_get_device_guid(list[0])));
+	/* sysfs, through the paths libibverbs gives (the daemon's view). */
+	root = ibv_get_sysfs_path();
+	printf("ibdev_path under sysfs path %s\n",
+	       !strncmp(list[0]->ibdev_path, root, strlen(root)) ? "yes" : "no");
+	printf("ibdev_path suffix %s dev_path suffix %s\n", list[0]->ibdev_path + strlen(root),
+	       list[0]->dev_path + strlen(root));
+	n = ibv_read_sysfs_file(list[0]->ibdev_path, "node_type", buf, sizeof(buf));
+	printf("node_type %zd %s\n", n, n > 0 ? buf : "");
+	n = ibv_read_sysfs_file(list[0]->ibdev_path, "ports/1/gid_attrs/types/1", buf, sizeof(buf));
+	printf("gid type 1 %zd %s\n", n, n > 0 ? buf : "");
+	n = ibv_read_sysfs_file(list[0]->dev_path, "ibdev", buf, sizeof(buf));
+	printf("uverbs ibdev %zd %s\n", n, n > 0 ? buf : "");
+	n = ibv_read_sysfs_file(list[0]->ibdev_path, "no_such_file", buf, sizeof(buf));
+	printf("missing %zd\n", n);
 	ctx = ibv_open_device(list[0]);
 	ibv_free_device_list(list);
 	if (!ctx) {
