@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ func newRunCmd() *cobra.Command {
 		name    string
 		private bool
 		idle    time.Duration
+		noView  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- PROGRAM [ARGS...]",
@@ -56,6 +58,15 @@ from the current sources.
 
 run is equivalent to starting 'softroce daemon' and running
   SOFTROCE_SOCKET=SOCKET LD_LIBRARY_PATH=LIBDIR PROGRAM ARGS
+Programs that look for the device in the file system rather than through
+libibverbs (UCX, Open MPI's hwloc, pyverbs' rdmacm tests) find it because
+run starts PROGRAM in a mount namespace of its own, in which the daemon's
+sysfs directory (SOCKET.sys) lies over /sys/class and /dev:
+/sys/class/infiniband/DEV and /dev/infiniband/uverbsN exist there as with
+kernel rxe. The host's /sys and /dev do not change. As root this is a plain
+mount namespace; otherwise a user namespace too, where the kernel allows one
+(the program still runs as the user). --no-view runs PROGRAM without it.
+
 It exits with PROGRAM's status.`,
 		Example: `  softroce run -- ibv_devices
   softroce run --link udp --addr 127.0.0.2 -- ibv_devinfo -v`,
@@ -66,6 +77,7 @@ It exits with PROGRAM's status.`,
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name, when run starts the device")
 	cmd.Flags().BoolVar(&private, "private", false, "start a device of this program's own, even with no daemon running")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 30*time.Second, "a shared daemon run starts exits this long after its last program")
+	cmd.Flags().BoolVar(&noView, "no-view", false, "run PROGRAM without the device's /sys/class/infiniband and /dev/infiniband view")
 	// Flags after PROGRAM are PROGRAM's, with or without "--".
 	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -96,12 +108,22 @@ It exits with PROGRAM's status.`,
 			}
 			defer stop()
 		}
-		prog := exec.Command(args[0], args[1:]...)
+		prog := programCmd(args, sock, !noView)
 		prog.Stdin = os.Stdin
 		prog.Stdout = cmd.OutOrStdout()
 		prog.Stderr = cmd.ErrOrStderr()
 		prog.Env = dropin.Env(os.Environ(), libDir, sock)
-		err = prog.Run()
+		err = prog.Start()
+		if err != nil && prog.SysProcAttr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
+			prog = programCmd(args, sock, false)
+			prog.Stdin, prog.Stdout, prog.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			prog.Env = dropin.Env(os.Environ(), libDir, sock)
+			err = prog.Start()
+		}
+		if err == nil {
+			err = prog.Wait()
+		}
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee):
@@ -112,6 +134,25 @@ It exits with PROGRAM's status.`,
 		return nil
 	}
 	return cmd
+}
+
+// programCmd returns the command that runs args: directly, or with view
+// through view-exec in a mount namespace of its own, in which the daemon's
+// sysfs view covers /sys/class and /dev (when the daemon wrote one).
+func programCmd(args []string, sock string, view bool) *exec.Cmd {
+	dir := dropin.SysfsDir(sock)
+	self, err := os.Executable()
+	if _, serr := os.Stat(dir); !view || err != nil || serr != nil {
+		return exec.Command(args[0], args[1:]...)
+	}
+	vargs := []string{"view-exec"}
+	if os.Geteuid() != 0 {
+		vargs = append(vargs, "--uid", strconv.Itoa(os.Geteuid()), "--gid", strconv.Itoa(os.Getegid()))
+	}
+	vargs = append(append(vargs, dir), args...)
+	c := exec.Command(self, vargs...)
+	c.SysProcAttr = dropin.ViewSysProcAttr()
+	return c
 }
 
 var errNoProgram = errors.New("no program to run: softroce run [flags] -- PROGRAM [ARGS]")
