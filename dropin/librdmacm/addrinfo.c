@@ -9,15 +9,38 @@
 
 #include "cma.h"
 
+/* copy_addr duplicates an address for a result, which owns its memory. */
+static int copy_addr(struct sockaddr **dst, socklen_t *dst_len, const struct sockaddr *src, socklen_t len)
+{
+	*dst = malloc(len);
+	if (!*dst)
+		return ENOMEM;
+	memcpy(*dst, src, len);
+	*dst_len = len;
+	return 0;
+}
+
+/* rdma_getaddrinfo resolves node and service as getaddrinfo does (returning
+ * its EAI_ code on failure) into one result: the address becomes the
+ * source of a passive result and the destination of an active one. With
+ * neither node nor service, the result carries the hints' own addresses,
+ * which is how libfabric's verbs provider asks for a listener on a given
+ * source address. A source address in the hints is kept whenever the
+ * lookup gave none. */
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
-	struct addrinfo ai_hints, *ai;
+	static const struct rdma_addrinfo nohints;
+	struct addrinfo ai_hints, *ai = NULL;
 	struct rdma_addrinfo *r;
-	int ret;
+	int ret = 0;
 
-	memset(&ai_hints, 0, sizeof(ai_hints));
-	if (hints) {
+	if (!hints)
+		hints = &nohints;
+	if (!node && !service && !hints->ai_src_len && !hints->ai_dst_len)
+		return errno = EINVAL, -1;
+	if (node || service) {
+		memset(&ai_hints, 0, sizeof(ai_hints));
 		ai_hints.ai_family = hints->ai_family;
 		if (hints->ai_flags & RAI_PASSIVE)
 			ai_hints.ai_flags |= AI_PASSIVE;
@@ -25,53 +48,45 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 			ai_hints.ai_flags |= AI_NUMERICHOST;
 		ai_hints.ai_socktype = hints->ai_qp_type == IBV_QPT_UD || hints->ai_port_space == RDMA_PS_UDP
 					       ? SOCK_DGRAM : SOCK_STREAM;
-	} else {
-		ai_hints.ai_socktype = SOCK_STREAM;
+		if (!node && ai_hints.ai_family == AF_UNSPEC && (ai_hints.ai_flags & AI_PASSIVE))
+			ai_hints.ai_family = AF_INET; /* the wildcard rdma_cm listens on either way */
+		ret = getaddrinfo(node, service, &ai_hints, &ai);
+		if (ret)
+			return ret;
 	}
-	if (!node && ai_hints.ai_family == AF_UNSPEC && (ai_hints.ai_flags & AI_PASSIVE))
-		ai_hints.ai_family = AF_INET; /* the wildcard rdma_cm listens on either way */
-	ret = getaddrinfo(node, service, &ai_hints, &ai);
-	if (ret)
-		return ret;
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		freeaddrinfo(ai);
+		if (ai)
+			freeaddrinfo(ai);
 		return EAI_MEMORY;
 	}
-	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_family = ai->ai_family;
-	if (hints && hints->ai_qp_type)
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = ai ? ai->ai_family : hints->ai_family;
+	if (hints->ai_qp_type)
 		r->ai_qp_type = hints->ai_qp_type;
 	else
-		r->ai_qp_type = ai->ai_socktype == SOCK_DGRAM ? IBV_QPT_UD : IBV_QPT_RC;
-	if (hints && hints->ai_port_space)
+		r->ai_qp_type = ai && ai->ai_socktype == SOCK_DGRAM ? IBV_QPT_UD : IBV_QPT_RC;
+	if (hints->ai_port_space)
 		r->ai_port_space = hints->ai_port_space;
 	else
 		r->ai_port_space = r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
-	{
-		struct sockaddr *sa = malloc(ai->ai_addrlen);
-		if (!sa) {
-			freeaddrinfo(ai);
-			free(r);
-			return EAI_MEMORY;
-		}
-		memcpy(sa, ai->ai_addr, ai->ai_addrlen);
-		if (r->ai_flags & RAI_PASSIVE) {
-			r->ai_src_addr = sa;
-			r->ai_src_len = ai->ai_addrlen;
-		} else {
-			r->ai_dst_addr = sa;
-			r->ai_dst_len = ai->ai_addrlen;
-		}
+	if (ai) {
+		if (r->ai_flags & RAI_PASSIVE)
+			ret = copy_addr(&r->ai_src_addr, &r->ai_src_len, ai->ai_addr, ai->ai_addrlen);
+		else
+			ret = copy_addr(&r->ai_dst_addr, &r->ai_dst_len, ai->ai_addr, ai->ai_addrlen);
+		freeaddrinfo(ai);
+	} else if (hints->ai_dst_len) {
+		ret = copy_addr(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len);
 	}
-	if (hints && hints->ai_src_addr && !(r->ai_flags & RAI_PASSIVE)) {
-		r->ai_src_addr = malloc(hints->ai_src_len);
-		if (r->ai_src_addr) {
-			memcpy(r->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
-			r->ai_src_len = hints->ai_src_len;
-		}
+	if (!ret && !r->ai_src_len && hints->ai_src_len)
+		ret = copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len);
+	if (!r->ai_family && (r->ai_src_addr || r->ai_dst_addr))
+		r->ai_family = (r->ai_src_addr ? r->ai_src_addr : r->ai_dst_addr)->sa_family;
+	if (ret) {
+		rdma_freeaddrinfo(r);
+		return EAI_MEMORY;
 	}
-	freeaddrinfo(ai);
 	*res = r;
 	return 0;
 }

@@ -626,6 +626,13 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 			return -1;
 		sync = 1;
 	}
+	/* A sync id keeps its last event (see cma_complete) until its next
+	 * call: migrating is one, so that event is acked here, as librdmacm
+	 * does, before waiting for the ones the program holds. */
+	if (c->sync && id->event) {
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
 	wait_acked(c);
 	req.channel = ((struct cma_channel *)channel)->handle;
 	err = cma_call(SR_OP_CM_MIGRATE, &req, sizeof(req), NULL, 0, NULL);
