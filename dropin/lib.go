@@ -104,14 +104,23 @@ func makeTarget(dir, target string) error {
 // library in libDir against the server on sock: env (os.Environ(), say)
 // with SOFTROCE_SOCKET set and libDir (and the drop-in librdmacm beside it,
 // RdmacmDir) put first in LD_LIBRARY_PATH.
+//
+// It also sets UCX_UD_VERBS_ETH_DGID_CHECK=n unless env sets it: UCX
+// before 1.18 (Debian 12 ships 1.13) takes a UD completion's sl for the
+// RoCE packet type, as mlx5 reports it, and so drops every UD packet from a
+// device that leaves sl zero, kernel rxe and softroce among them (UCX
+// pull request 10209 reads the type from the GRH instead).
 func Env(env []string, libDir, sock string) []string {
 	ld := libDir
 	if d := RdmacmDir(libDir); d != "" {
 		ld += string(os.PathListSeparator) + d
 	}
-	out := make([]string, 0, len(env)+2)
+	out := make([]string, 0, len(env)+3)
+	dgid := "UCX_UD_VERBS_ETH_DGID_CHECK=n"
 	for _, kv := range env {
 		switch {
+		case strings.HasPrefix(kv, "UCX_UD_VERBS_ETH_DGID_CHECK="):
+			dgid = kv
 		case strings.HasPrefix(kv, "LD_LIBRARY_PATH="):
 			if rest := kv[len("LD_LIBRARY_PATH="):]; rest != "" {
 				ld += string(os.PathListSeparator) + rest
@@ -121,7 +130,7 @@ func Env(env []string, libDir, sock string) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "SOFTROCE_SOCKET="+sock, "LD_LIBRARY_PATH="+ld)
+	return append(out, "SOFTROCE_SOCKET="+sock, "LD_LIBRARY_PATH="+ld, dgid)
 }
 
 // BuildTools reports what building the drop-in libraries needs and this
