@@ -579,15 +579,17 @@ int rdma_disconnect(struct rdma_cm_id *id)
 	return cma_complete(c);
 }
 
+/* rdma_establish sends the RTU for an active id whose program moved its
+ * own QP after CONNECT_RESPONSE. As librdmacm's, it waits for no event and
+ * none follows; an id with a QP of rdma_create_qp's is refused. */
 int rdma_establish(struct rdma_cm_id *id)
 {
 	struct cma_id *c = (struct cma_id *)id;
 	struct sr_handle h = { c->handle };
-	int err = cma_call(SR_OP_CM_ESTABLISH, &h, sizeof(h), NULL, 0, NULL);
 
-	if (err)
-		return cma_err(err);
-	return cma_complete(c);
+	if (id->qp)
+		return cma_err(EINVAL);
+	return cma_err(cma_call(SR_OP_CM_ESTABLISH, &h, sizeof(h), NULL, 0, NULL));
 }
 
 int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
