@@ -40,6 +40,12 @@ func WriteSysfs(dir string, dev *verbsapi.Device) error {
 	}
 	for name, text := range files {
 		p := filepath.Join(dir, name)
+		if strings.HasSuffix(name, "/") { // a directory
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return fmt.Errorf("sysfs view: %w", err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("sysfs view: %w", err)
 		}
@@ -50,8 +56,9 @@ func WriteSysfs(dir string, dev *verbsapi.Device) error {
 	return nil
 }
 
-// sysfsFiles returns the view's files by path relative to its root. Files
-// under dev/ are empty: the view mounts /dev/null over them.
+// sysfsFiles returns the view's files by path relative to its root (a name
+// ending in / is a directory). Files under dev/ are empty: the view mounts
+// /dev/null over them.
 func sysfsFiles(dev *verbsapi.Device) (map[string]string, error) {
 	ctx, err := dev.Open()
 	if err != nil {
@@ -98,14 +105,14 @@ func sysfsFiles(dev *verbsapi.Device) (map[string]string, error) {
 	ndev := "lo"
 	for _, g := range gids {
 		if !g.GID.Unmap().IsLinkLocalUnicast() {
-			ndev = netdevOf(g.GID)
+			ndev, _ = netdevOf(g.GID)
 			break
 		}
 	}
 	for _, g := range gids {
 		nd := ndev
 		if !g.GID.Unmap().IsLinkLocalUnicast() {
-			nd = netdevOf(g.GID)
+			nd, _ = netdevOf(g.GID)
 		}
 		f[fmt.Sprintf("%sgids/%d", port, g.Index)] = gidText(g.GID) + "\n"
 		f[fmt.Sprintf("%sgid_attrs/types/%d", port, g.Index)] = g.Type + "\n"
@@ -113,6 +120,13 @@ func sysfsFiles(dev *verbsapi.Device) (map[string]string, error) {
 	}
 	// rxe's parent attribute: the network device it was added on.
 	f[ib+"parent"] = ndev + "\n"
+	// device/net/NDEV: rxe's device link leads to its network device's
+	// parent, whose net/ lists it; pyverbs' rdmacm tests take their IP
+	// address from there. Only a device whose address an interface really
+	// holds has one: the mem link's would send them to the wrong address.
+	if held := heldNetdev(gids); held != "" {
+		f[ib+"device/net/"+held+"/"] = ""
+	}
 	return f, nil
 }
 
@@ -148,10 +162,26 @@ func portStateText(s int) string {
 	return fmt.Sprintf("%d: NOP", s)
 }
 
+// heldNetdev names the interface holding the first of gids that is not
+// link-local, or "" when no interface holds it.
+func heldNetdev(gids []verbsapi.GIDEntry) string {
+	for _, g := range gids {
+		if a := g.GID.Unmap(); !a.IsLinkLocalUnicast() {
+			nd, held := netdevOf(a)
+			if !held {
+				return ""
+			}
+			return nd
+		}
+	}
+	return ""
+}
+
 // netdevOf names the network interface that holds addr (an IPv4-mapped or
-// IPv6 GID). An address no interface holds (the mem link's) is given "lo":
-// middleware only checks that the device named exists and is up.
-func netdevOf(gid netip.Addr) string {
+// IPv6 GID), and whether one does. An address no interface holds (the mem
+// link's) is given "lo": middleware only checks that the device named
+// exists and is up.
+func netdevOf(gid netip.Addr) (string, bool) {
 	addr := gid.Unmap()
 	ifs, _ := net.Interfaces()
 	for _, ifc := range ifs {
@@ -159,10 +189,10 @@ func netdevOf(gid netip.Addr) string {
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok {
 				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-					return ifc.Name
+					return ifc.Name, true
 				}
 			}
 		}
 	}
-	return "lo"
+	return "lo", false
 }

@@ -50,6 +50,8 @@ func TestWriteSysfs(t *testing.T) {
 	} {
 		assert.Equal(t, want, read(rel), rel)
 	}
+	_, err = os.Stat(filepath.Join(dir, ib, "device"))
+	assert.True(t, os.IsNotExist(err), "no interface holds 10.0.0.7: no device/net/ to mislead pyverbs")
 	_, err = os.Stat(filepath.Join(dir, "class", "stale"))
 	assert.True(t, os.IsNotExist(err), "an earlier server's files are replaced")
 	info, err := os.Stat(filepath.Join(dir, "mnt"))
@@ -58,12 +60,31 @@ func TestWriteSysfs(t *testing.T) {
 }
 
 // TestNetdevOf: a GID names the interface holding its address, IPv4-mapped
-// or not; an address nobody holds falls back to the loopback device.
+// or not; an address nobody holds falls back to the loopback device, and
+// says so.
 func TestNetdevOf(t *testing.T) {
 	lo := loopbackName(t)
-	for _, a := range []string{"127.0.0.1", "::ffff:127.0.0.1", "::1", "203.0.113.77"} {
-		assert.Equal(t, lo, netdevOf(netip.MustParseAddr(a)), a)
+	for _, tt := range []struct {
+		addr string
+		held bool
+	}{{"127.0.0.1", true}, {"::ffff:127.0.0.1", true}, {"::1", true}, {"203.0.113.77", false}} {
+		nd, held := netdevOf(netip.MustParseAddr(tt.addr))
+		assert.Equal(t, lo, nd, tt.addr)
+		assert.Equal(t, tt.held, held, tt.addr)
 	}
+}
+
+// TestHeldNetdev: device/net/ names the interface that holds the device's
+// first routable GID, and nothing when none does.
+func TestHeldNetdev(t *testing.T) {
+	lo := loopbackName(t)
+	ll := verbsapi.GIDEntry{Index: 0, GID: netip.MustParseAddr("fe80::ff:fe00:1")}
+	gid := func(a string) verbsapi.GIDEntry {
+		return verbsapi.GIDEntry{Index: 1, GID: netip.AddrFrom16(netip.MustParseAddr(a).As16())}
+	}
+	assert.Equal(t, lo, heldNetdev([]verbsapi.GIDEntry{ll, gid("127.0.0.1")}))
+	assert.Equal(t, "", heldNetdev([]verbsapi.GIDEntry{ll, gid("10.0.0.7")}))
+	assert.Equal(t, "", heldNetdev([]verbsapi.GIDEntry{ll}))
 }
 
 func loopbackName(t *testing.T) string {

@@ -278,3 +278,39 @@ func TestLibfabricVerbs(t *testing.T) {
 		})
 	}
 }
+
+var pyverbsRdmacm = regexp.MustCompile(`(?m)^rdmacm: passed (\d+), skipped (\d+), failed (\d+), errors (\d+)$`)
+
+// TestPyverbsRdmacm: rdma-core's pyverbs rdmacm tests (Debian's
+// python3-pyverbs) through softroce run, which they need for the device's
+// /sys/class/infiniband/rxe0/device/net/ entry: they take their IP address
+// from that interface, so the device is on a UDP link at 127.0.0.1 (lo).
+// Synchronous and asynchronous connections, RDMA READ and WRITE, UD
+// (RDMA_PS_UDP), rejects and an external QP with rdma_establish must pass;
+// the multicast tests fail with ENOSYS (softroce has no multicast yet), and
+// nothing else may.
+func TestPyverbsRdmacm(t *testing.T) {
+	const tests = "/usr/share/doc/rdma-core/tests/test_rdmacm.py"
+	testenv.File(t, tests, "apt-get install python3-pyverbs")
+	bin := softroceBin(t)
+	lib := builtLib(t)
+	sock := sharedDevice(t, bin, "--link", "udp", "--addr", "127.0.0.1")
+	log := filepath.Join(t.TempDir(), "pyverbs.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "sh", "../../dropin/libibverbs/tests/pyverbs.sh", "--softroce", bin, "--lib", lib,
+		"--socket", sock, "--log", log, "--test-timeout", "60", "--", "-k", "test_rdmacm")
+	out, _ := c.CombinedOutput()
+	full, _ := os.ReadFile(log)
+	m := pyverbsRdmacm.FindStringSubmatch(string(out))
+	require.NotNil(t, m, "pyverbs.sh printed no summary:\n%s\n%s", out, full)
+	t.Logf("pyverbs.sh:\n%s", out)
+	require.Equal(t, "0", m[3], "failures:\n%s", full)
+	passed := 0
+	fmt.Sscan(m[1], &passed)
+	require.GreaterOrEqual(t, passed, 7, "%s", full)
+	for _, e := range regexp.MustCompile(`(?m)^ERROR: (\S+)`).FindAllStringSubmatch(string(full), -1) {
+		require.Contains(t, e[1], "multicast", "an error beyond the multicast tests:\n%s", full)
+	}
+	require.Contains(t, string(full), "Failed to Join multicast. Errno: 38", "the multicast tests fail otherwise than by ENOSYS")
+}
