@@ -33,6 +33,14 @@
 // imply; the library moves the program's QPs with them, as librdmacm does.
 // Ids, channels and queued events are bounded per program, like the rest.
 //
+// The file system view (sysfs.go, view.go). Middleware finds RDMA devices
+// in /sys/class/infiniband and /dev/infiniband as well as through
+// libibverbs. WriteSysfs writes what the kernel shows for an rxe device
+// into SysfsDir(socket), where the library's ibv_get_sysfs_path and
+// ibdev_path point; EnterView lays that directory over /sys/class and
+// /dev in a mount namespace of the program's own (softroce run's
+// view-exec stage), without touching the host's.
+//
 // Library location and build: FindLib finds (and in a source checkout
 // builds) the library for `softroce run`.
 package dropin
