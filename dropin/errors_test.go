@@ -3,6 +3,7 @@ package dropin
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -103,4 +104,39 @@ func TestRefusalCarriesReason(t *testing.T) {
 	// The connection is still in step after answers with reasons.
 	var out wireDeviceAttr
 	c.do(opQueryDevice, enc(wireQuery{}), &out)
+}
+
+// A QP moved to RTR toward an address nothing on the mem link owns is
+// named in the log at once (its peer would only show as retries running
+// out), as is one toward the device's own address and a QP number it does
+// not have; one toward a QP of the device itself is not.
+func TestUnreachablePeerLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	sock := filepath.Join(t.TempDir(), "u.sock")
+	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, logf)
+	require.NoError(t, err)
+	defer d.Close()
+	self := netip.MustParseAddr("::ffff:10.0.0.9").As16()
+	a, b := connectedPrograms(t, sock, self)
+	_ = b
+	mu.Lock()
+	require.Empty(t, lines, "the device's own GID is reachable")
+	mu.Unlock()
+	p := newProgram(t, sock, 0x7f0000300000)
+	connectQP(t, p.testClient, p.qp.Handle, a.qp.QPNum, netip.MustParseAddr("::ffff:10.0.0.99").As16())
+	// The device's own address, a QP number it does not have: a twin
+	// device of the same address holds the peer.
+	q := newProgram(t, sock, 0x7f0000400000)
+	connectQP(t, q.testClient, q.qp.Handle, 0xABCDE, self)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, lines, 2)
+	assert.Regexp(t, `^program pid \d+: QP \d+: nothing on rxe9's mem link has address 10\.0\.0\.99: its peer cannot answer\. .*--private.*--link udp$`, lines[0])
+	assert.Regexp(t, `^program pid \d+: QP \d+: its destination 10\.0\.0\.9 is rxe9's own address, where no QP 703710 exists: .*--private`, lines[1])
 }

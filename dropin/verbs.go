@@ -295,7 +295,48 @@ func (c *conn) modifyQP(b []byte) syscall.Errno {
 	if !ok {
 		return syscall.EINVAL
 	}
-	return errnoOf(c.qps[r.Handle].qp.Modify(&attr, mask))
+	q := c.qps[r.Handle].qp
+	if err := q.Modify(&attr, mask); err != nil {
+		return errnoOf(err)
+	}
+	if mask&verbsapi.QPAttrAV != 0 && mask&verbsapi.QPAttrState != 0 && attr.State == verbsapi.QPSRTR {
+		c.warnUnreachable(q.QPN(), attr.AV.DGID, attr.DestQPN, mask&verbsapi.QPAttrDestQPN != 0)
+	}
+	return 0
+}
+
+// warnUnreachable says at once, in the log, that a QP's destination is
+// nowhere on the device's link, where it is knowable (the mem link, a
+// network of the daemon's process): otherwise the program only learns it
+// when its retries run out, which is how two `softroce run --private`
+// programs used to fail.
+//
+// A destination that is the device's own address with a QP number the
+// device does not have is named too: the peer is another device with the
+// same address (another daemon's, or a --private run's), which this one
+// takes for itself.
+func (c *conn) warnUnreachable(qpn uint32, dgid netip.Addr, destQPN uint32, connected bool) {
+	dev := c.d.Device.RXE()
+	if connected && dev.GIDIndex(dgid) >= 0 {
+		for _, q := range dev.QPs() {
+			if q.QPN == destQPN {
+				return
+			}
+		}
+		c.d.logf("program pid %d: QP %d: its destination %s is %s's own address, where no QP %d exists: "+
+			"the peer is on another device with the same address (another daemon, or softroce run --private) "+
+			"and cannot be reached; start the peers through one daemon (softroce run without --private, or the same --socket)",
+			c.pid, qpn, dgid.Unmap(), dev.Name(), destQPN)
+		return
+	}
+	l, ok := dev.Link().(interface{ Reaches(netip.Addr) bool })
+	if !ok || l.Reaches(dgid) {
+		return
+	}
+	c.d.logf("program pid %d: QP %d: nothing on %s's mem link has address %s: its peer cannot answer. "+
+		"A mem link reaches only the programs of one daemon; start the peers through one daemon "+
+		"(softroce run without --private, or the same --socket) or put the device on --link udp",
+		c.pid, qpn, dev.Name(), dgid.Unmap())
 }
 
 // qpAttrToWire is ibv_query_qp's view of the QP's attributes.

@@ -99,9 +99,10 @@ func NewDevice(name string, cfg LinkConfig) (*Device, error) {
 	var l link.Link
 	switch cfg.Kind {
 	case LinkMem, "":
-		a, b := link.NewMemPair(mtu)
-		cl.add(b.Close)
-		l = a
+		// A hub of one port: the device reaches itself (loopback between
+		// its QPs) and nothing else, and knows it (Mem.Reaches).
+		m := link.NewMemHub(link.MemOptions{MTU: mtu}).Attach([6]byte{2, 0, 0, 0, 0, 1}, addr)
+		l = m
 	case LinkUDP:
 		u, err := link.ListenUDP(link.UDPOptions{Addr: netip.AddrPortFrom(addr, cfg.Addr.Port()), PeerPort: cfg.PeerPort,
 			MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: cfg.NoGSO, GRO: cfg.GRO})

@@ -117,6 +117,25 @@ func newMem(mac [6]byte, o MemOptions) *Mem {
 	return m
 }
 
+// Reaches reports whether a frame to addr finds a port: on a pair always,
+// on a hub when a port (this one included) owns the address. A mem link is
+// a network of its own process: a peer elsewhere is never on it, and
+// callers can say so at once rather than after a QP's retries.
+func (m *Mem) Reaches(addr netip.Addr) bool {
+	if m.hub == nil {
+		return true
+	}
+	addr = addr.Unmap()
+	for _, p := range *m.hub.ports.Load() {
+		for _, a := range p.addrs {
+			if a == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // MTU returns the largest IP packet the link carries.
 func (m *Mem) MTU() int { return m.mtu }
 
