@@ -48,6 +48,9 @@ type conn struct {
 	// mrBytes counts the bytes of the connection's region mappings, up
 	// to maxConnMRBytes (mrlimit.go).
 	mrBytes uint64
+	// queueBytes counts the memory of the connection's queues, up to
+	// maxConnQueueBytes (queuelimit.go).
+	queueBytes int64
 	// cm is the connection's rdma_cm state (cm.go), made on first use.
 	cm *cmSession
 
@@ -65,6 +68,7 @@ type connMR struct {
 
 type connCQ struct {
 	cq          *verbsapi.CQ
+	bytes       int64  // queue memory charged (queuelimit.go)
 	channel     uint32 // comp channel handle, or srNone
 	compEvents  uint32 // delivered by GET_CQ_EVENT
 	asyncEvents uint32 // delivered by GET_ASYNC_EVENT
@@ -72,12 +76,14 @@ type connCQ struct {
 
 type connQP struct {
 	qp     *verbsapi.QP
+	bytes  int64        // queue memory charged (queuelimit.go)
 	init   wireCreateQP // handles and granted caps, for QUERY_QP
 	events uint32       // async events delivered
 }
 
 type connSRQ struct {
 	srq    *verbsapi.SRQ
+	bytes  int64  // queue memory charged (queuelimit.go)
 	events uint32 // async events delivered
 }
 
@@ -349,6 +355,8 @@ func (c *conn) cleanup() {
 	// Whatever the loops above could not destroy (a destroy that failed),
 	// the context's Close takes with it.
 	c.ctx.Close()
+	c.d.queueBytes.Add(-c.queueBytes)
+	c.queueBytes = 0
 }
 
 // refuse fails the current call with errno for the reason the format

@@ -27,6 +27,12 @@ func startDaemon(lf linkFlags, name, path string) (*testDaemon, error) {
 
 // startDaemonLog is startDaemon with the server's log going to logf.
 func startDaemonLog(lf linkFlags, name, path string, logf func(string, ...any)) (*testDaemon, error) {
+	return startDaemonWith(lf, name, path, func(s *Server) { s.Logf = logf })
+}
+
+// startDaemonWith is startDaemon with the Server set up by configure
+// (limits, log) before it serves.
+func startDaemonWith(lf linkFlags, name, path string, configure func(*Server)) (*testDaemon, error) {
 	addr, err := netip.ParseAddr(lf.Addr)
 	if err != nil {
 		return nil, err
@@ -50,7 +56,9 @@ func startDaemonLog(lf linkFlags, name, path string, logf func(string, ...any)) 
 		dev.Close()
 		return nil, err
 	}
-	d := &testDaemon{Server: &Server{Device: dev, Logf: logf}, ctx: ctx, path: path, done: make(chan error, 1)}
+	srv := &Server{Device: dev, Logf: func(string, ...any) {}}
+	configure(srv)
+	d := &testDaemon{Server: srv, ctx: ctx, path: path, done: make(chan error, 1)}
 	go func() { d.done <- d.Serve(ln) }()
 	return d, nil
 }

@@ -29,6 +29,16 @@ const (
 	// eighth of the 128 TiB a process has on x86-64 (47-bit addresses), so
 	// that programs opening many connections cannot exhaust it either.
 	DefaultMaxMRBytes = 16 << 40 // 16 TiB
+	// DefaultMaxConnQueueBytes caps the memory of one program's queues
+	// (QPs, SRQs, CQs: queuelimit.go): a thousand QPs of perftest's
+	// default depths fit, one at the device's maxima (about 1.9 GB) does
+	// not.
+	DefaultMaxConnQueueBytes = 1 << 30 // 1 GiB
+	// DefaultMaxQueueBytes caps the queues of all programs together.
+	DefaultMaxQueueBytes = 4 << 30 // 4 GiB
+	// DefaultMaxConns caps the programs' connections at once (each may
+	// hold a partly sent request of up to 1 MiB, srMaxBody).
+	DefaultMaxConns = 1024
 )
 
 // ErrServerClosed is what Serve returns after Close.
@@ -49,19 +59,29 @@ type Server struct {
 	MaxConnMRBytes uint64
 	MaxMRBytes     uint64
 
+	// MaxConnQueueBytes and MaxQueueBytes cap the memory of queues (QPs,
+	// SRQs, CQs) per program and in all (0: the defaults above); creating
+	// one beyond them fails with ENOMEM. MaxConns caps the connections
+	// served at once (0: DefaultMaxConns); one more is closed at once,
+	// and logged.
+	MaxConnQueueBytes int64
+	MaxQueueBytes     int64
+	MaxConns          int
+
 	// Logf receives the server's log lines: refused requests and dropped
 	// programs (at most logBurst lines at once and logRate a second; the
 	// rest are counted and reported with the next line). nil: the
 	// standard logger.
 	Logf func(format string, args ...any)
 
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[net.Conn]struct{}
-	closing  bool
-	wg       sync.WaitGroup
-	mrBytes  atomic.Uint64 // mapped by all connections (mrlimit.go)
-	logLimit logLimiter
+	mu         sync.Mutex
+	lns        map[net.Listener]struct{}
+	conns      map[net.Conn]struct{}
+	closing    bool
+	wg         sync.WaitGroup
+	mrBytes    atomic.Uint64 // mapped by all connections (mrlimit.go)
+	queueBytes atomic.Int64  // queues of all connections (queuelimit.go)
+	logLimit   logLimiter
 }
 
 // Serve accepts connections on ln until Close, serving each on a goroutine
@@ -112,6 +132,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			return ErrServerClosed
 		}
+		if len(s.conns) >= s.maxConns() {
+			s.mu.Unlock()
+			s.logf("refused a connection: %d programs' connections already (softroce daemon --max-conns)", s.maxConns())
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -151,7 +177,19 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) maxConnMRBytes() uint64 { return orU64(s.MaxConnMRBytes, DefaultMaxConnMRBytes) }
-func (s *Server) maxMRBytes() uint64     { return orU64(s.MaxMRBytes, DefaultMaxMRBytes) }
+func (s *Server) maxConnQueueBytes() int64 {
+	return int64(orU64(uint64(max(s.MaxConnQueueBytes, 0)), DefaultMaxConnQueueBytes))
+}
+func (s *Server) maxQueueBytes() int64 {
+	return int64(orU64(uint64(max(s.MaxQueueBytes, 0)), DefaultMaxQueueBytes))
+}
+func (s *Server) maxConns() int {
+	if s.MaxConns > 0 {
+		return s.MaxConns
+	}
+	return DefaultMaxConns
+}
+func (s *Server) maxMRBytes() uint64 { return orU64(s.MaxMRBytes, DefaultMaxMRBytes) }
 
 func orU64(v, def uint64) uint64 {
 	if v == 0 {

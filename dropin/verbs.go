@@ -6,6 +6,7 @@ package dropin
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"syscall"
@@ -94,13 +95,21 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 		}
 		ch = cc.ch
 	}
+	var bytes int64
+	if withinDevice(cqe, 0, c.ctx.QueryDevice().MaxCQE, 0) {
+		bytes = verbsapi.CQQueueBytes(cqe)
+	}
+	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
+		return errno
+	}
 	// comp_vector picks an interrupt vector: softroce has none to pick.
 	cq, err := c.ctx.CreateCQ(cqe, ch)
 	if err != nil {
+		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
 	h := c.handle()
-	c.cqs[h] = &connCQ{cq: cq, channel: r.Channel}
+	c.cqs[h] = &connCQ{cq: cq, channel: r.Channel, bytes: bytes}
 	c.owners.add(cq, c, h)
 	c.w.put(wireCQ{Handle: h, CQE: uint32(cq.Depth())})
 	return 0
@@ -117,6 +126,7 @@ func (c *conn) destroyCQ(b []byte) syscall.Errno {
 	}
 	c.owners.drop(cq.cq)
 	delete(c.cqs, h)
+	c.releaseQueue(cq.bytes)
 	if cc := c.chans[cq.channel]; cc != nil {
 		cc.events.remove(func(v uint32) bool { return v == h })
 	}
@@ -199,8 +209,18 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 	if oks != [5]bool{true, true, true, true, true} {
 		return syscall.EINVAL
 	}
+	var bytes int64
+	if a := c.ctx.QueryDevice(); withinDevice(max(init.Cap.MaxSendWR, init.Cap.MaxRecvWR),
+		max(init.Cap.MaxSendSGE, init.Cap.MaxRecvSGE), a.MaxQPWR, a.MaxSGE) && init.Cap.MaxInline <= a.MaxInlineData {
+		bytes = init.QueueBytes()
+	}
+	if errno := c.reserveQueue(bytes, queueWhat("a QP", max(init.Cap.MaxSendWR, init.Cap.MaxRecvWR),
+		max(init.Cap.MaxSendSGE, init.Cap.MaxRecvSGE))); errno != 0 {
+		return errno
+	}
 	q, err := pd.CreateQP(init)
 	if err != nil {
+		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
 	// Report what the device granted (rxe rounds the send WQE up: a
@@ -212,7 +232,7 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 		r.Cap.MaxRecvWR, r.Cap.MaxRecvSGE = 0, 0
 	}
 	h := c.handle()
-	c.qps[h] = &connQP{qp: q, init: r}
+	c.qps[h] = &connQP{qp: q, init: r, bytes: bytes}
 	c.owners.add(q, c, h)
 	c.w.put(wireQP{Handle: h, QPNum: q.QPN(), Cap: r.Cap})
 	return 0
@@ -381,6 +401,7 @@ func (c *conn) destroyQP(b []byte) syscall.Errno {
 	}
 	c.owners.drop(q.qp)
 	delete(c.qps, h)
+	c.releaseQueue(q.bytes)
 	c.forgetAsync(elemQP, h)
 	c.w.put(wireDestroyQPResp{EventsReported: q.events})
 	return 0
@@ -397,12 +418,21 @@ func (c *conn) createSRQ(b []byte) syscall.Errno {
 	if !ok1 || !ok2 || !ok3 {
 		return syscall.EINVAL
 	}
-	s, err := c.pds[r.PD].CreateSRQ(verbsapi.SRQInitAttr{MaxWR: maxWR, MaxSGE: maxSGE, Limit: limit})
+	attr := verbsapi.SRQInitAttr{MaxWR: maxWR, MaxSGE: maxSGE, Limit: limit}
+	var bytes int64
+	if a := c.ctx.QueryDevice(); withinDevice(maxWR, maxSGE, a.MaxSRQWR, a.MaxSRQSGE) {
+		bytes = attr.QueueBytes()
+	}
+	if errno := c.reserveQueue(bytes, queueWhat("an SRQ", maxWR, maxSGE)); errno != 0 {
+		return errno
+	}
+	s, err := c.pds[r.PD].CreateSRQ(attr)
 	if err != nil {
+		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
 	h := c.handle()
-	c.srqs[h] = &connSRQ{srq: s}
+	c.srqs[h] = &connSRQ{srq: s, bytes: bytes}
 	c.owners.add(s, c, h)
 	c.putSRQ(h, s)
 	return 0
@@ -460,6 +490,7 @@ func (c *conn) destroySRQ(b []byte) syscall.Errno {
 	}
 	c.owners.drop(s.srq)
 	delete(c.srqs, h)
+	c.releaseQueue(s.bytes)
 	c.forgetAsync(elemSRQ, h)
 	c.w.put(wireDestroySRQResp{EventsReported: s.events})
 	return 0

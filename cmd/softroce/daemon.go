@@ -52,8 +52,14 @@ else /tmp/softroce-UID.sock: the rule the library follows too.`,
 	cmd.Flags().StringVar(&socket, "socket", "", "Unix socket to serve (default: see above)")
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit once no program has used the device for this long (0: run until interrupted)")
+	var lim daemonLimits
+	cmd.Flags().Int64Var(&lim.progQueueMiB, "max-program-queue-mem", dropin.DefaultMaxConnQueueBytes>>20,
+		"MiB of queue memory (QPs, SRQs, CQs) one program may hold; beyond it creating one fails with ENOMEM")
+	cmd.Flags().Int64Var(&lim.queueMiB, "max-queue-mem", dropin.DefaultMaxQueueBytes>>20,
+		"MiB of queue memory all programs together may hold")
+	cmd.Flags().IntVar(&lim.conns, "max-conns", dropin.DefaultMaxConns, "programs' connections served at once")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr())
+		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr(), lim)
 		if err != nil {
 			return exitError{exitTrouble, err}
 		}
@@ -97,7 +103,14 @@ func waitIdle(sig <-chan os.Signal, srv *dropin.Server, idle time.Duration) {
 // serveDevice starts the device the flags describe and a dropin.Server for
 // it on the socket path, logging to logw. stop closes the server, then the
 // device.
-func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.Server, stop func() error, _ string, err error) {
+// daemonLimits are the daemon's caps on what programs may take (0: the
+// dropin defaults).
+type daemonLimits struct {
+	progQueueMiB, queueMiB int64
+	conns                  int
+}
+
+func serveDevice(lf linkFlags, name, path string, logw io.Writer, lim daemonLimits) (srv *dropin.Server, stop func() error, _ string, err error) {
 	cfg, err := lf.config()
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open %s: %w", name, err)
@@ -113,7 +126,7 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer) (srv *dropin.S
 	}
 	srv = &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "softroce daemon: "+format+"\n", args...)
-	}}
+	}, MaxConnQueueBytes: lim.progQueueMiB << 20, MaxQueueBytes: lim.queueMiB << 20, MaxConns: lim.conns}
 	sys := dropin.SysfsDir(path)
 	if err := dropin.WriteSysfs(sys, dev); err != nil {
 		srv.Logf("%v; programs that read /sys/class/infiniband will not find %s", err, name)

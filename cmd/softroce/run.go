@@ -102,7 +102,7 @@ It exits with PROGRAM's status.`,
 			}
 			defer os.RemoveAll(dir)
 			sock = filepath.Join(dir, "softroce.sock")
-			_, stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr())
+			_, stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr(), daemonLimits{})
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}

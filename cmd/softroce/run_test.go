@@ -71,7 +71,7 @@ func TestRunFindsDaemon(t *testing.T) {
 	testenv.Tools(t, "apt-get install ibverbs-utils", "ibv_devices")
 	lib := builtLib(t)
 	sock := filepath.Join(t.TempDir(), "d.sock")
-	_, stop, _, err := serveDevice(linkFlags{Link: "mem", Addr: "10.0.0.7"}, "rxe7", sock, &bytes.Buffer{})
+	_, stop, _, err := serveDevice(linkFlags{Link: "mem", Addr: "10.0.0.7"}, "rxe7", sock, &bytes.Buffer{}, daemonLimits{})
 	require.NoError(t, err)
 	defer stop()
 	var out, errb bytes.Buffer
