@@ -216,7 +216,8 @@ func (s *Server) logf(format string, args ...any) {
 
 // SocketPath applies the socket path rule the drop-in libraries follow too:
 // flag, else $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock, else
-// /tmp/softroce-UID.sock.
+// /tmp/softroce-UID/softroce.sock (in a directory of the user's own; see
+// PrepareSocketDir).
 func SocketPath(flag string) string {
 	if flag != "" {
 		return flag
@@ -227,13 +228,16 @@ func SocketPath(flag string) string {
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
 		return filepath.Join(rt, "softroce.sock")
 	}
-	return fmt.Sprintf("/tmp/softroce-%d.sock", os.Getuid())
+	return filepath.Join(defaultSocketDir(), "softroce.sock")
 }
 
 // Listen listens on the Unix socket path, which only the caller's user may
 // connect to (mode 0600). A socket file left by a server that is gone is
 // replaced; a live one is an error naming the path.
 func Listen(path string) (net.Listener, error) {
+	if err := PrepareSocketDir(path); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
 	if Answers(path) {
 		return nil, fmt.Errorf("listen on %s: a softroce server already answers there (stop it, or choose another socket with --socket)", path)
 	}

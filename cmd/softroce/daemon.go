@@ -43,7 +43,9 @@ program's own pages. Refused requests and dropped programs are logged to
 stderr, rate-limited.
 
 The socket is --socket, else $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock,
-else /tmp/softroce-UID.sock: the rule the library follows too.`,
+else /tmp/softroce-UID/softroce.sock: the rule the library follows too.
+That directory is made private to the user (mode 0700); if another user
+created it first, the daemon names them and refuses to serve there.`,
 		Example: `  softroce daemon --link udp --addr 127.0.0.2
   LD_LIBRARY_PATH=$PWD/dropin/libibverbs ibv_devinfo -v`,
 		Args: cobra.NoArgs,

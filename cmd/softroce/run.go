@@ -38,7 +38,8 @@ func newRunCmd() *cobra.Command {
 		Long: `run runs PROGRAM with softroce's drop-in libibverbs.so.1 in place of the
 system's (and its drop-in librdmacm.so.1 in place of librdmacm's), talking
 to a softroce daemon. If a daemon answers on the socket (--socket,
-$SOFTROCE_SOCKET, $XDG_RUNTIME_DIR/softroce.sock or /tmp/softroce-UID.sock)
+$SOFTROCE_SOCKET, $XDG_RUNTIME_DIR/softroce.sock or
+/tmp/softroce-UID/softroce.sock, in a directory of the user's own)
 run uses it and the link flags are ignored.
 
 Otherwise, when neither a socket nor any link flag is given, run starts a
@@ -178,6 +179,9 @@ func linkFlagsGiven(cmd *cobra.Command) bool {
 func startSharedDaemon(sock, name string, idle time.Duration, w io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
+		return fmt.Errorf("start a shared daemon: %w", err)
+	}
+	if err := dropin.PrepareSocketDir(sock); err != nil {
 		return fmt.Errorf("start a shared daemon: %w", err)
 	}
 	logPath := strings.TrimSuffix(sock, ".sock") + "-daemon.log"

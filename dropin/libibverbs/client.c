@@ -7,13 +7,15 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "proto.h"
 
 /* socket_path: $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock, else
- * /tmp/softroce-UID.sock (the daemon uses the same rule). */
+ * /tmp/softroce-UID/softroce.sock, in a directory of the user's own (the
+ * daemon uses the same rule and makes the directory). */
 void sr_socket_path(char *buf, size_t len)
 {
 	const char *s = getenv("SOFTROCE_SOCKET");
@@ -24,12 +26,13 @@ void sr_socket_path(char *buf, size_t len)
 	else if (rt && *rt)
 		snprintf(buf, len, "%s/softroce.sock", rt);
 	else
-		snprintf(buf, len, "/tmp/softroce-%u.sock", (unsigned)getuid());
+		snprintf(buf, len, "/tmp/softroce-%u/softroce.sock", (unsigned)getuid());
 }
 
-/* peer_trusted: the daemon must run as this user or as root. Anyone can
- * create /tmp/softroce-UID.sock first, and the daemon sees the program's
- * memory and moves its data: a socket of another user is refused. */
+/* peer_trusted: the daemon must run as this user or as root. Another user
+ * may hold the socket path (a $SOFTROCE_SOCKET in a shared place), and the
+ * daemon sees the program's memory and moves its data: a socket of another
+ * user is refused. */
 static int peer_trusted(int fd, const char *path)
 {
 	struct ucred cr;
@@ -50,14 +53,40 @@ static int peer_trusted(int fd, const char *path)
 	return 0;
 }
 
+/* dir_squatted: the default socket's directory exists but is not this
+ * user's own private directory. Said on stderr whatever SOFTROCE_DEBUG,
+ * once: it is why every call fails, and "connection refused" would not tell. */
+static int dir_squatted(const char *sock)
+{
+	static int said;
+	char dir[128];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "/tmp/softroce-%u", (unsigned)getuid());
+	if (strncmp(sock, dir, strlen(dir)) || sock[strlen(dir)] != '/' || lstat(dir, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode) && st.st_uid == getuid() && !(st.st_mode & 077))
+		return 0;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "softroce libibverbs: %s is not your own private directory (owner uid %u, mode %04o): "
+			"another user created it first; have it removed, or set XDG_RUNTIME_DIR or SOFTROCE_SOCKET\n",
+			dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	return 1;
+}
+
 /* sr_connect returns a connected socket, or -1 with errno set
- * (ECONNREFUSED for a daemon of another user). */
+ * (ECONNREFUSED for a daemon of another user, EACCES for a socket
+ * directory of another user's). */
 int sr_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, err;
 
 	sr_socket_path(sa.sun_path, sizeof(sa.sun_path));
+	if (dir_squatted(sa.sun_path)) {
+		errno = EACCES;
+		return -1;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

@@ -906,7 +906,7 @@ out:
 }
 
 /* test_peer_cred: a socket whose listener runs as another user (not root)
- * is refused: whoever creates /tmp/softroce-UID.sock first must not get
+ * is refused: whoever creates the program's socket path first must not get
  * the program's verbs. Needs root, to listen as nobody. */
 static int test_peer_cred(void)
 {
