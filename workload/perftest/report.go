@@ -105,7 +105,8 @@ func (p *perf) bwHeader() {
 }
 
 // bwReport is print_report_bw's arithmetic on one run: posted and completed
-// times (ns) of every message, in post order; with noPeak only [0] counts.
+// times (ns) of every message, in post order; with noPeak only [0] counts,
+// and must be the first post and the last completion.
 func bwReport(size uint64, iters int, posted, completed []int64, cqMod int, noPeak, gbits bool) oob.BWReport {
 	format := float64(0x100000)
 	if gbits {

@@ -3,6 +3,7 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -31,6 +32,9 @@ func TestRunInProcess(t *testing.T) {
 		o    Options
 	}{
 		{"write bw", Options{Verb: VerbWrite, Size: 4096, Iters: 200, TxDepth: 32, CQMod: 10}},
+		// Over 20,000 iterations perftest reports no peak; the average
+		// must still cover the whole run (it once used the first message).
+		{"write bw 30000", Options{Verb: VerbWrite, Size: 64, Iters: 30000, TxDepth: 128, CQMod: 100}},
 		{"read lat", Options{Verb: VerbRead, Lat: true, Size: 64, Iters: 100, TxDepth: 1, CQMod: 1}},
 		{"send bw", Options{Verb: VerbSend, Size: 1024, Iters: 100, TxDepth: 16, CQMod: 4}},
 	} {
@@ -60,7 +64,25 @@ func TestRunInProcess(t *testing.T) {
 			require.NoError(t, <-srvErr, srvOut.String())
 			assert.Contains(t, cliOut.String(), "#bytes")
 			lines := strings.Split(strings.TrimSpace(cliOut.String()), "\n")
-			assert.Regexp(t, `^\s*\d+\s+\d+\s+`, lines[len(lines)-2], "a result row before the closing line")
+			row := lines[len(lines)-2]
+			assert.Regexp(t, `^\s*\d+\s+\d+\s+`, row, "a result row before the closing line")
+			if !tc.o.Lat {
+				// #bytes #iterations peak average msgrate: an average
+				// no link here could reach is a broken report.
+				var size, iters int
+				var peak, avg, rate float64
+				_, err := fmt.Sscan(row, &size, &iters, &peak, &avg, &rate)
+				require.NoError(t, err, row)
+				assert.Equal(t, tc.o.Iters, iters, row)
+				assert.Greater(t, avg, 0.0, row)
+				assert.Less(t, avg, 100000.0, "MB/s: %s", row)
+				assert.InDelta(t, avg*1048576/float64(size)/1e6, rate, rate*0.01+1e-9, "average and message rate agree: %s", row)
+				if tc.o.Iters > 20000 {
+					assert.Zero(t, peak, "no peak over 20,000 iterations, as perftest: %s", row)
+				} else {
+					assert.GreaterOrEqual(t, peak, avg*0.99, row)
+				}
+			}
 		})
 	}
 }
