@@ -17,8 +17,9 @@ func (p *perf) runLat() error {
 	fmt.Fprint(p.out, perfResultLine+perfLatHeader)
 	if readLike && !p.client {
 		// ib_read_lat and ib_atomic_lat: the server only waits for the
-		// client to close.
-		if err := p.closeConn(); err != nil {
+		// client to close (which both sides of read_lat.c and
+		// atomic_lat.c do: a hang-up instead is a dead client).
+		if err := p.closeConnAs(true); err != nil {
 			return err
 		}
 		fmt.Fprint(p.out, perfResultLine)
@@ -100,9 +101,16 @@ func (p *perf) latWrite(size uint64) ([]int64, error) {
 // MR.WaitByte, which reads under the device lock). 30 s without the write
 // is an error.
 func (p *perf) waitWrite(i int, v byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	parent := p.runCtx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
 	if err := p.mr.WaitByte(ctx, i, v); err != nil {
+		if cause := context.Cause(parent); cause != nil {
+			err = cause
+		}
 		return fmt.Errorf("no write from the peer (waiting for %d at byte %d): %w", v, i, err)
 	}
 	return nil

@@ -73,6 +73,9 @@ type perf struct {
 	my     []oob.PerftestDest
 	rem    []oob.PerftestDest
 	oob    *oob.Perftest
+	// runCtx ends the test's waits (polling, a WRITE landing) when the
+	// caller cancels or the peer hangs up (cause oob.ErrPeerGone).
+	runCtx context.Context
 	mtu    verbsapi.MTU
 	buffSz int // BUFF_SIZE: one QP's half of the buffer
 	cycle  int32
@@ -122,6 +125,13 @@ func Run(cctx context.Context, vctx *verbsapi.Context, out io.Writer, o *Options
 	stop := context.AfterFunc(cctx, func() { conn.Close() })
 	defer stop()
 	p.oob = &oob.Perftest{RW: conn, Client: p.client}
+	// As perftest, a side notices its peer died from the out-of-band
+	// connection closing, wherever it waits.
+	rctx, cancel := context.WithCancelCause(cctx)
+	defer cancel(nil)
+	p.runCtx = rctx
+	stopWatch := oob.WatchHangup(conn, func() { cancel(oob.ErrPeerGone) })
+	defer stopWatch()
 	return p.run()
 }
 
@@ -323,9 +333,17 @@ func (p *perf) barrier() error {
 // closeConn is ctx_close_connection: a last hand shake, then "done".
 // A peer that hangs up instead (some perftest latency tests end without
 // closing) has finished too, so end of file there is no error.
-func (p *perf) closeConn() error {
+func (p *perf) closeConn() error { return p.closeConnAs(false) }
+
+// closeConnAs is closeConn; with strict, a peer that hangs up instead of
+// closing is an error: the ib_read_lat and ib_atomic_lat servers have
+// nothing else to tell a finished client from a dead one.
+func (p *perf) closeConnAs(strict bool) error {
 	if err := p.barrier(); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			if strict {
+				return fmt.Errorf("close connection: %w", oob.ErrPeerGone)
+			}
 			return nil
 		}
 		return fmt.Errorf("close connection: %w", err)
@@ -406,8 +424,15 @@ func (p *perf) remoteHalf(i, n int) verbsapi.SGE { return p.mr.SGE((p.o.QPs+i)*p
 // poll polls cq for at least one completion, failing on an unsuccessful
 // one.
 func (p *perf) poll(cq *verbsapi.CQ, wc []verbsapi.WC) (int, error) {
-	n, err := cq.PollSpin(context.Background(), wc)
+	ctx := p.runCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	n, err := cq.PollSpin(ctx, wc)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
 		return 0, fmt.Errorf("poll CQ failed: %w", err)
 	}
 	for i := 0; i < n; i++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -99,5 +101,70 @@ func TestCheckRefusesWhatPerftestRefuses(t *testing.T) {
 		o := base
 		bad(&o)
 		assert.ErrorIs(t, Check(&o), ErrUsage)
+	}
+}
+
+// TestPeerDies: when one side of a test dies mid-run (here: its context
+// is cancelled, which closes its out-of-band connection, as a killed
+// process's would), the other fails within a bounded time, naming the
+// cause, whichever side it is and wherever it waits: the send server
+// polling for receives, the read and atomic latency servers waiting for
+// the close, the write latency sides spinning on a byte, the clients
+// polling for completions. It used to wait forever, or exit 0 with an
+// empty table.
+func TestPeerDies(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		o         Options
+		killed    string // "client" or "server"
+		wantCause bool   // the error names oob.ErrPeerGone
+	}{
+		{"send bw server", Options{Verb: VerbSend, Size: 64, Iters: 50_000_000, TxDepth: 16, CQMod: 4}, "client", true},
+		{"read lat server", Options{Verb: VerbRead, Lat: true, Size: 64, Iters: 50_000_000, TxDepth: 1, CQMod: 1}, "client", true},
+		{"atomic lat server", Options{Verb: VerbAtomic, Lat: true, Size: 8, Iters: 50_000_000, TxDepth: 1, CQMod: 1}, "client", true},
+		{"write lat server", Options{Verb: VerbWrite, Lat: true, Size: 64, Iters: 50_000_000, TxDepth: 1, CQMod: 1}, "client", true},
+		{"write bw client", Options{Verb: VerbWrite, Size: 4096, Iters: 50_000_000, TxDepth: 32, CQMod: 10}, "server", false},
+		{"send lat client", Options{Verb: VerbSend, Lat: true, Size: 64, Iters: 50_000_000, TxDepth: 1, CQMod: 1}, "server", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
+			require.NoError(t, err)
+			defer da.Close()
+			defer db.Close()
+			ca, err := da.Open()
+			require.NoError(t, err)
+			cb, err := db.Open()
+			require.NoError(t, err)
+			port := freePort(t)
+			opts := func(addr string) *Options {
+				o := tc.o
+				o.QPs, o.IBDev, o.IBPort, o.GIDIndex, o.Port, o.RxDepth = 1, "rxe0", 1, -1, port, 512
+				o.AtomicType, o.Conn, o.Addr = "FETCH_AND_ADD", "RC", netip.MustParseAddr(addr)
+				return &o
+			}
+			srvCtx, killSrv := context.WithCancel(context.Background())
+			cliCtx, killCli := context.WithCancel(context.Background())
+			defer killSrv()
+			defer killCli()
+			srvErr, cliErr := make(chan error, 1), make(chan error, 1)
+			go func() { srvErr <- Run(srvCtx, ca, io.Discard, opts("10.0.0.1"), "") }()
+			go func() { cliErr <- Run(cliCtx, cb, io.Discard, opts("10.0.0.2"), "127.0.0.1") }()
+			time.Sleep(500 * time.Millisecond) // well into the run
+			kill, survivor := killCli, srvErr
+			if tc.killed == "server" {
+				kill, survivor = killSrv, cliErr
+			}
+			kill()
+			select {
+			case err := <-survivor:
+				require.Error(t, err, "the survivor ended without an error")
+				if tc.wantCause {
+					require.ErrorIs(t, err, oob.ErrPeerGone)
+				}
+				t.Logf("survivor: %v", err)
+			case <-time.After(15 * time.Second):
+				t.Fatal("the survivor still waits 15 s after its peer died")
+			}
+		})
 	}
 }
