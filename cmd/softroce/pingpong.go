@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -73,6 +74,7 @@ ignored (RoCE has no service levels in use), as are -d and -i.`,
 	fs.IntVarP(&o.GIDIndex, "gid-idx", "g", -1, "local port GID index (default: the GID of --addr)")
 	fs.BoolVarP(&o.Check, "chk", "c", false, "validate received buffer")
 	fs.StringVar(&o.Transport, "transport", "rc", "transport: rc, uc or ud")
+	fs.DurationVar(&o.PeerTimeout, "peer-timeout", 10*time.Second, "fail when no completion arrives for this long (0: wait forever, as ibv_*_pingpong)")
 	o.lf = addLinkFlags(cmd, linkFlags{Link: "udp"})
 	return cmd
 }

@@ -28,7 +28,16 @@ type Options struct {
 	Addr      netip.Addr
 	Check     bool   // -c: validate the received buffer
 	Transport string // rc, uc or ud
+	// PeerTimeout ends the exchange with ErrPeerSilent when no completion
+	// arrives for this long (0: wait forever, as ibv_*_pingpong do). The
+	// C tools close their out-of-band socket after the exchange, so a
+	// dead peer shows only as silence: RC notices through its retries, UC
+	// and UD never would.
+	PeerTimeout time.Duration
 }
+
+// ErrPeerSilent: nothing arrived for Options.PeerTimeout.
+var ErrPeerSilent = errors.New("no completion from the peer: it is gone, or (uc, ud) a message was lost, which ibv_*_pingpong would wait for forever")
 
 // ErrUsage wraps option errors; ErrSetup wraps failures to set up the
 // device's objects.
@@ -52,6 +61,7 @@ const ppFill = 0x7b
 // pingpong is one side's state: the verbs objects and the C tool's counters.
 type pingpong struct {
 	o       *Options
+	alive   func() // the peer showed signs of life (see Options.PeerTimeout)
 	out     io.Writer
 	ctx     *verbsapi.Context
 	pd      *verbsapi.PD
@@ -328,12 +338,24 @@ func (pp *pingpong) run(cctx context.Context) error {
 		pp.pending |= ppSendWRID
 	}
 	start := time.Now()
+	if o.PeerTimeout > 0 {
+		// One timer, pushed back at every completion, ends the waits.
+		var cancel context.CancelCauseFunc
+		cctx, cancel = context.WithCancelCause(cctx)
+		defer cancel(nil)
+		silent := time.AfterFunc(o.PeerTimeout, func() { cancel(ErrPeerSilent) })
+		defer silent.Stop()
+		pp.alive = func() { silent.Reset(o.PeerTimeout) }
+	}
 	var wc [2]verbsapi.WC
 	for pp.rcnt < o.Iters || pp.scnt < o.Iters {
 		var ne int
 		var err error
 		if o.Events {
 			if _, err = pp.ch.GetEvent(cctx); err != nil {
+				if cause := context.Cause(cctx); errors.Is(cause, ErrPeerSilent) {
+					return fmt.Errorf("%w (%v without one, after %d of %d exchanges)", cause, o.PeerTimeout, min(pp.rcnt, pp.scnt), o.Iters)
+				}
 				return fmt.Errorf("failed to get cq_event: %w", err)
 			}
 			if err = pp.cq.ReqNotify(false); err != nil {
@@ -344,7 +366,13 @@ func (pp *pingpong) run(cctx context.Context) error {
 			ne, err = pp.cq.PollSpin(cctx, wc[:])
 		}
 		if err != nil {
+			if cause := context.Cause(cctx); errors.Is(cause, ErrPeerSilent) {
+				return fmt.Errorf("%w (%v without one, after %d of %d exchanges)", cause, o.PeerTimeout, min(pp.rcnt, pp.scnt), o.Iters)
+			}
 			return fmt.Errorf("poll CQ failed: %w", err)
+		}
+		if ne > 0 && pp.alive != nil {
+			pp.alive()
 		}
 		for i := 0; i < ne; i++ {
 			if err := pp.parseWC(&wc[i]); err != nil {

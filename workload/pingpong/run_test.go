@@ -3,6 +3,7 @@ package pingpong
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -63,5 +64,54 @@ func TestCheckRefusesWhatTheToolsRefuse(t *testing.T) {
 		o := base
 		bad(&o)
 		assert.ErrorIs(t, Check(&o), ErrUsage)
+	}
+}
+
+// TestPeerSilent: the pingpongs have no out-of-band connection during the
+// run (the C tools close it after the exchange), so a side whose peer died
+// learns it from silence: with PeerTimeout it fails with ErrPeerSilent,
+// over UD and UC (which would otherwise wait forever) as over RC, polling
+// or sleeping on events.
+func TestPeerSilent(t *testing.T) {
+	for _, tc := range []struct {
+		transport string
+		events    bool
+	}{{"ud", false}, {"uc", false}, {"rc", true}} {
+		t.Run(tc.transport, func(t *testing.T) {
+			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
+			require.NoError(t, err)
+			defer da.Close()
+			defer db.Close()
+			ca, err := da.Open()
+			require.NoError(t, err)
+			cb, err := db.Open()
+			require.NoError(t, err)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			opts := func(addr string) *Options {
+				return &Options{Port: port, IBPort: 1, PathMTU: 1024, RxDepth: 50, Iters: 50_000_000, Size: 64,
+					GIDIndex: -1, Addr: netip.MustParseAddr(addr), Events: tc.events, Transport: tc.transport,
+					PeerTimeout: 500 * time.Millisecond}
+			}
+			srvCtx, cancelSrv := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancelSrv()
+			cliCtx, killCli := context.WithCancel(context.Background())
+			srvErr := make(chan error, 1)
+			go func() { srvErr <- Run(srvCtx, ca, io.Discard, opts("10.0.0.1"), "") }()
+			cliErr := make(chan error, 1)
+			go func() { cliErr <- Run(cliCtx, cb, io.Discard, opts("10.0.0.2"), "127.0.0.1") }()
+			time.Sleep(300 * time.Millisecond) // well into the exchanges
+			killCli()
+			<-cliErr
+			select {
+			case err := <-srvErr:
+				require.ErrorIs(t, err, ErrPeerSilent)
+				t.Logf("server: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server still waits 10 s after its client died")
+			}
+		})
 	}
 }
