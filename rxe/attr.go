@@ -30,9 +30,13 @@ const (
 	VendorID         = 0xFFFFFF
 	PageSizeCap      = 0xfffff000
 	MaxFastRegPages  = 512
-	MaxMcastGrp      = 8192
-	MaxMcastQPAttach = 56
-	MaxTotalMcastQP  = 0x70000
+	// No multicast yet (rxe's are 8192, 56 and 0x70000): a device
+	// reports zero groups when it has none, so that programs that need
+	// multicast (pyverbs' rdmacm multicast tests, for one) see it lacks it
+	// instead of failing on the first join.
+	MaxMcastGrp      = 0
+	MaxMcastQPAttach = 0
+	MaxTotalMcastQP  = 0
 )
 
 // Device capability flags (enum ibv_device_cap_flags) the device reports:
