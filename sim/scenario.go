@@ -210,6 +210,17 @@ const (
 	maxCount   = 10_000_000
 	maxQPs     = 1 << 16
 	maxHosts   = 1 << 14 // default addresses number hosts in 16 bits
+
+	// Limits on the products that drive a run's memory and time, each
+	// field being within its own limit: QP pairs over all workloads (host
+	// pairs x qps), bytes in flight (QP pairs x window x largest message,
+	// which the hosts' buffers hold) and operations (QP pairs x count).
+	// An operation weight is bounded so that a workload's sum cannot
+	// overflow.
+	maxQPPairs    = 1 << 16
+	maxInFlight   = 1 << 30
+	maxOperations = 100_000_000
+	maxWeight     = 1 << 20
 )
 
 // coveragePoints are the names Expect.Sometimes accepts.
@@ -228,8 +239,56 @@ func wcStatusNames() []string {
 // opNames are the operations a workload may weigh.
 var opNames = []string{"SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "CAS", "FADD"}
 
+// productTotals sums the products of checkProducts over the workloads.
+type productTotals struct{ pairs, inFlight, ops int64 }
+
+// checkProducts bounds what a workload's fields drive together, each one
+// being within its own limit (check): QP pairs, bytes in flight and
+// operations, summed over the scenario's workloads in t.
+func (s *Scenario) checkProducts(name string, w WorkloadSpec, t *productTotals) error {
+	hosts := int64(s.HostCount + len(s.Hosts))
+	side := func(l []string) int64 {
+		if contains(l, "*") {
+			return hosts
+		}
+		return int64(len(l))
+	}
+	qps := int64(max(w.QPs, 1))
+	pairs := side(w.From) * side(w.To) * qps
+	size := int64(max(w.Size.Fixed, w.Size.Max))
+	for _, v := range w.Size.List {
+		size = max(size, int64(v))
+	}
+	count := int64(w.Count)
+	if count == 0 {
+		count = 100
+	}
+	// Checked in this order, each product fits in 64 bits: pairs is at
+	// most maxHosts^2 x maxQPs, and bounded before it multiplies.
+	t.pairs += pairs
+	if t.pairs > maxQPPairs {
+		return fmt.Errorf("workload %s: %d QP pairs (host pairs x qps; %d in the scenario so far): at most %d in a scenario",
+			name, pairs, t.pairs, maxQPPairs)
+	}
+	t.inFlight += pairs * int64(max(w.Window, 1)) * max(size, 1)
+	t.ops += pairs * count
+	switch {
+	case t.inFlight > maxInFlight:
+		return fmt.Errorf("workload %s: QP pairs x window x largest message = %d MiB in flight (%d MiB in the scenario so far): at most %d MiB in a scenario",
+			name, (pairs*int64(max(w.Window, 1))*max(size, 1))>>20, t.inFlight>>20, maxInFlight>>20)
+	case t.ops > maxOperations:
+		return fmt.Errorf("workload %s: QP pairs x count = %d operations (%d in the scenario so far): at most %d in a scenario",
+			name, pairs*count, t.ops, maxOperations)
+	}
+	return nil
+}
+
 // check validates the scenario (without building it).
 func (s *Scenario) check() error {
+	if s.HostCount < 0 || s.HostCount+len(s.Hosts) > maxHosts {
+		return fmt.Errorf("at most %d hosts", maxHosts)
+	}
+	var totals productTotals
 	for i, w := range s.Workloads {
 		name := w.Name
 		if name == "" {
@@ -281,8 +340,8 @@ func (s *Scenario) check() error {
 			if !contains(opNames, op) {
 				return fmt.Errorf("workload %s: unknown operation %q (want one of %s)", name, op, strings.Join(opNames, ", "))
 			}
-			if wt < 0 {
-				return fmt.Errorf("workload %s: negative weight for %s", name, op)
+			if wt < 0 || wt > maxWeight {
+				return fmt.Errorf("workload %s: weight %d for %s outside 0..%d", name, wt, op, maxWeight)
 			}
 			if wt > 0 && !opAllowed(tr, op) {
 				return fmt.Errorf("workload %s: %s is not possible on %s", name, op, trOrRC(tr))
@@ -298,9 +357,9 @@ func (s *Scenario) check() error {
 		if w.Rate < 0 {
 			return fmt.Errorf("workload %s: negative rate", name)
 		}
-	}
-	if s.HostCount < 0 || s.HostCount+len(s.Hosts) > maxHosts {
-		return fmt.Errorf("at most %d hosts", maxHosts)
+		if err := s.checkProducts(name, w, &totals); err != nil {
+			return err
+		}
 	}
 	for _, name := range s.Expect.Sometimes {
 		if !contains(coveragePoints, name) {

@@ -300,6 +300,24 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 			sw.outs = n.outsOf(NodeID(s))
 		}
 	}
+	// The pipes into each node and each pipe's port number, once: a BFS
+	// per host over them is O(nodes + pipes), so routing H hosts is
+	// O(H x (nodes + pipes)) rather than a scan of every pipe per visited
+	// node (a 2,048-host star took 21.7 s, 16,384 hosts would take hours).
+	g := routeGraph{in: make([][]*Pipe, len(n.nodes)), port: make(map[*Pipe]int, len(n.pipes))}
+	for _, p := range n.pipes {
+		g.in[p.to] = append(g.in[p.to], p)
+	}
+	for from, pts := range n.ports {
+		for i, pt := range pts {
+			if pt.out != nil && pt.out.from == NodeID(from) {
+				g.port[pt.out] = i
+			}
+		}
+	}
+	dist := make([]int, len(n.nodes))
+	via := make([]int, len(n.nodes))
+	queue := make([]NodeID, 0, len(n.nodes))
 	// Visit hosts in node order so that the result does not depend on map
 	// iteration.
 	for id := range n.nodes {
@@ -307,7 +325,7 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 		if !ok {
 			continue
 		}
-		dist, via := n.bfs(NodeID(id))
+		queue = n.bfs(NodeID(id), &g, dist, via, queue)
 		for s, node := range n.nodes {
 			sw, ok := node.(*Switch)
 			if !ok || dist[s] < 0 {
@@ -326,41 +344,36 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 	return nil
 }
 
-// bfs returns, for every node, its hop distance to dst (-1 if unreachable)
-// and the port through which it forwards towards dst.
-func (n *Network) bfs(dst NodeID) ([]int, []int) {
-	dist := make([]int, len(n.nodes))
-	via := make([]int, len(n.nodes))
+// routeGraph is the network as Route's searches walk it.
+type routeGraph struct {
+	in   [][]*Pipe     // by node: the pipes into it, in creation order
+	port map[*Pipe]int // a pipe's port number at its source
+}
+
+// bfs fills, for every node, its hop distance to dst (-1 if unreachable)
+// and the port through which it forwards towards dst, reusing dist, via
+// and queue's storage (returned for the next call).
+func (n *Network) bfs(dst NodeID, g *routeGraph, dist, via []int, queue []NodeID) []NodeID {
 	for i := range dist {
-		dist[i] = -1
+		dist[i], via[i] = -1, 0
 	}
 	dist[dst] = 0
-	queue := []NodeID{dst}
-	for len(queue) > 0 {
-		cur := queue[0]
-		queue = queue[1:]
+	queue = append(queue[:0], dst)
+	for head := 0; head < len(queue); head++ {
+		cur := queue[head]
+		// Only switches relay frames; hosts are leaves.
+		if _, ok := n.nodes[cur].(*Switch); !ok && cur != dst {
+			continue
+		}
 		// Every pipe into cur: its source forwards through that port.
-		for _, p := range n.pipes {
-			if p.to != cur || dist[p.from] >= 0 {
-				continue
-			}
-			// Only switches relay frames; hosts are leaves.
-			if _, ok := n.nodes[cur].(*Switch); !ok && cur != dst {
+		for _, p := range g.in[cur] {
+			if dist[p.from] >= 0 {
 				continue
 			}
 			dist[p.from] = dist[cur] + 1
-			via[p.from] = n.portOf(p)
+			via[p.from] = g.port[p]
 			queue = append(queue, p.from)
 		}
 	}
-	return dist, via
-}
-
-func (n *Network) portOf(p *Pipe) int {
-	for i, pt := range n.ports[p.from] {
-		if pt.out == p {
-			return i
-		}
-	}
-	return -1
+	return queue
 }
