@@ -48,6 +48,9 @@ type conn struct {
 	// mrBytes counts the bytes of the connection's region mappings, up
 	// to maxConnMRBytes (mrlimit.go).
 	mrBytes uint64
+	// mrMaps counts the memory mappings of those regions, up to
+	// maxConnMRMaps (mrlimit.go).
+	mrMaps int64
 	// queueBytes counts the memory of the connection's queues, up to
 	// maxConnQueueBytes (queuelimit.go).
 	queueBytes int64

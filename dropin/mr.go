@@ -29,8 +29,9 @@ type mrMapping struct {
 	size uintptr
 	buf  []byte // exactly [addr, addr+length) of the program's region
 	// owner is the connection whose cap counts the mapping (mapRegion),
-	// nil for none.
+	// nil for none; maps is how many mappings it counts.
 	owner *conn
+	maps  int64
 }
 
 // unmap unmaps the range and gives its bytes back to the owner's cap.
@@ -38,7 +39,7 @@ func (m *mrMapping) unmap() {
 	if m.base != nil {
 		unix.MunmapPtr(m.base, m.size)
 		if m.owner != nil {
-			m.owner.releaseMR(uint64(m.size))
+			m.owner.releaseMR(uint64(m.size), m.maps)
 		}
 		m.base, m.buf = nil, nil
 	}

@@ -9,22 +9,43 @@ package dropin
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
 // The caps themselves are Server.MaxConnMRBytes and MaxMRBytes (defaults
 // DefaultMaxConnMRBytes, DefaultMaxMRBytes in server.go).
 
-// reserveMR counts n more mapped bytes against the connection's and the
-// daemon's caps, or answers ENOMEM (as the kernel does when registering
-// would exceed a limit) and counts nothing. Called with c.mu held.
-func (c *conn) reserveMR(n uint64) syscall.Errno {
+// reserveMR counts n more mapped bytes in maps more mappings against the
+// connection's and the daemon's caps, or answers ENOMEM (as the kernel
+// does when registering would exceed a limit) and counts nothing. Bytes
+// guard the daemon's address space; mappings its vm.max_map_count (65,530
+// by default), which one program's registrations could otherwise use up
+// for everyone. Called with c.mu held.
+func (c *conn) reserveMR(n uint64, maps int64) syscall.Errno {
 	if n > c.d.maxConnMRBytes()-c.mrBytes {
 		return syscall.ENOMEM
+	}
+	if maps > c.d.maxConnMRMaps()-c.mrMaps {
+		return c.refuse(syscall.ENOMEM, "this program's regions use %d of its %d memory mappings in the daemon "+
+			"(softroce daemon --max-program-mr-maps)", c.mrMaps, c.d.maxConnMRMaps())
+	}
+	for {
+		all := c.d.mrMaps.Load()
+		if maps > c.d.maxMRMaps()-all {
+			return c.refuse(syscall.ENOMEM, "all programs' regions use %d of the daemon's %d memory mappings "+
+				"(softroce daemon --max-mr-maps; the kernel's vm.max_map_count bounds it)", all, c.d.maxMRMaps())
+		}
+		if c.d.mrMaps.CompareAndSwap(all, all+maps) {
+			break
+		}
 	}
 	for {
 		all := c.d.mrBytes.Load()
 		if n > c.d.maxMRBytes()-all {
+			c.d.mrMaps.Add(-maps)
 			return syscall.ENOMEM
 		}
 		if c.d.mrBytes.CompareAndSwap(all, all+n) {
@@ -32,13 +53,16 @@ func (c *conn) reserveMR(n uint64) syscall.Errno {
 		}
 	}
 	c.mrBytes += n
+	c.mrMaps += maps
 	return 0
 }
 
-// releaseMR gives back n bytes reserveMR counted. Called with c.mu held.
-func (c *conn) releaseMR(n uint64) {
+// releaseMR gives back what reserveMR counted. Called with c.mu held.
+func (c *conn) releaseMR(n uint64, maps int64) {
 	c.mrBytes -= n
 	c.d.mrBytes.Add(-n)
+	c.mrMaps -= maps
+	c.d.mrMaps.Add(-maps)
 }
 
 // mapRegion maps a region the library sent, within the device's MR size
@@ -52,17 +76,31 @@ func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapp
 	if err != nil {
 		return nil, syscall.EINVAL
 	}
-	if errno := c.reserveMR(end - start); errno != 0 {
+	maps := int64(len(pieces))
+	if errno := c.reserveMR(end-start, maps); errno != 0 {
 		return nil, errno
 	}
 	m, err := mapPieces(r, pieces, fds)
 	if err != nil {
-		c.releaseMR(end - start)
+		c.releaseMR(end-start, maps)
 		if errno, ok := errors.AsType[syscall.Errno](err); ok {
 			return nil, errno
 		}
 		return nil, syscall.EINVAL
 	}
-	m.owner = c
+	m.owner, m.maps = c, maps
 	return m, 0
+}
+
+// systemMRMaps is the mappings the kernel lets the server make
+// (vm.max_map_count, 65,530 unless raised) less 8,192 for the server's own
+// (the Go runtime, libraries, queues), at least 1,024.
+func systemMRMaps() int64 {
+	limit := int64(65530)
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
+			limit = v
+		}
+	}
+	return max(limit-8192, 1024)
 }

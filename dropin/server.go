@@ -36,6 +36,12 @@ const (
 	DefaultMaxConnQueueBytes = 1 << 30 // 1 GiB
 	// DefaultMaxQueueBytes caps the queues of all programs together.
 	DefaultMaxQueueBytes = 4 << 30 // 4 GiB
+	// DefaultMaxConnMRMaps caps the memory mappings one program's
+	// regions take in the server (one per piece of a region, usually one
+	// per region): a quarter of what Linux allows a process by default
+	// (vm.max_map_count 65,530), so that one program registering tens of
+	// thousands of regions leaves room for the others.
+	DefaultMaxConnMRMaps = 16384
 	// DefaultMaxConns caps the programs' connections at once (each may
 	// hold a partly sent request of up to 1 MiB, srMaxBody).
 	DefaultMaxConns = 1024
@@ -67,6 +73,11 @@ type Server struct {
 	MaxConnQueueBytes int64
 	MaxQueueBytes     int64
 	MaxConns          int
+	// MaxConnMRMaps and MaxMRMaps cap the memory mappings of registered
+	// regions per program and in all (0: DefaultMaxConnMRMaps, and the
+	// kernel's vm.max_map_count less room for the server's own mappings).
+	MaxConnMRMaps int64
+	MaxMRMaps     int64
 
 	// Logf receives the server's log lines: refused requests and dropped
 	// programs (at most logBurst lines at once and logRate a second; the
@@ -81,6 +92,7 @@ type Server struct {
 	wg         sync.WaitGroup
 	mrBytes    atomic.Uint64 // mapped by all connections (mrlimit.go)
 	queueBytes atomic.Int64  // queues of all connections (queuelimit.go)
+	mrMaps     atomic.Int64  // region mappings of all connections (mrlimit.go)
 	logLimit   logLimiter
 }
 
@@ -182,6 +194,18 @@ func (s *Server) maxConnQueueBytes() int64 {
 }
 func (s *Server) maxQueueBytes() int64 {
 	return int64(orU64(uint64(max(s.MaxQueueBytes, 0)), DefaultMaxQueueBytes))
+}
+func (s *Server) maxConnMRMaps() int64 {
+	if s.MaxConnMRMaps > 0 {
+		return s.MaxConnMRMaps
+	}
+	return DefaultMaxConnMRMaps
+}
+func (s *Server) maxMRMaps() int64 {
+	if s.MaxMRMaps > 0 {
+		return s.MaxMRMaps
+	}
+	return systemMRMaps()
 }
 func (s *Server) maxConns() int {
 	if s.MaxConns > 0 {

@@ -133,15 +133,39 @@ func TestDaemonReserveMR(t *testing.T) {
 	d, _ := startTestDaemon(t, "10.0.0.9")
 	a, b := newTestConn(d), newTestConn(d)
 	d.mrBytes.Store(DefaultMaxMRBytes - 4096)
-	assert.Equal(t, syscall.ENOMEM, a.reserveMR(8192), "past the daemon's cap")
+	assert.Equal(t, syscall.ENOMEM, a.reserveMR(8192, 1), "past the daemon's cap")
 	assert.Zero(t, a.mrBytes)
-	require.Zero(t, a.reserveMR(4096))
-	assert.Equal(t, syscall.ENOMEM, b.reserveMR(4096), "the daemon is full")
-	a.releaseMR(4096)
-	assert.Zero(t, b.reserveMR(4096))
-	b.releaseMR(4096)
+	assert.Zero(t, d.mrMaps.Load(), "a refusal counts no mapping")
+	require.Zero(t, a.reserveMR(4096, 1))
+	assert.Equal(t, syscall.ENOMEM, b.reserveMR(4096, 1), "the daemon is full")
+	a.releaseMR(4096, 1)
+	assert.Zero(t, b.reserveMR(4096, 1))
+	b.releaseMR(4096, 1)
 	assert.EqualValues(t, DefaultMaxMRBytes-4096, d.mrBytes.Load())
 	d.mrBytes.Store(0)
+}
+
+// TestDaemonReserveMRMaps: regions' memory mappings are capped per program
+// and in all (the kernel's vm.max_map_count bounds the daemon's), so that
+// one program registering tens of thousands of regions leaves the others
+// room; each refusal says which cap.
+func TestDaemonReserveMRMaps(t *testing.T) {
+	d, err := startDaemonWith(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", filepath.Join(t.TempDir(), "m.sock"),
+		func(s *Server) { s.MaxConnMRMaps, s.MaxMRMaps = 3, 5 })
+	require.NoError(t, err)
+	defer d.Close()
+	a, b := newTestConn(d), newTestConn(d)
+	require.Zero(t, a.reserveMR(4096, 3))
+	assert.Equal(t, syscall.ENOMEM, a.reserveMR(4096, 1), "past the program's mappings")
+	assert.Contains(t, a.reason.Error(), "use 3 of its 3 memory mappings in the daemon (softroce daemon --max-program-mr-maps)")
+	require.Zero(t, b.reserveMR(4096, 2), "another program still registers")
+	assert.Equal(t, syscall.ENOMEM, b.reserveMR(4096, 1), "past the daemon's mappings")
+	assert.Contains(t, b.reason.Error(), "use 5 of the daemon's 5 memory mappings")
+	a.releaseMR(4096, 3)
+	require.Zero(t, b.reserveMR(4096, 1))
+	b.releaseMR(4096, 3)
+	assert.Zero(t, d.mrMaps.Load())
+	assert.Positive(t, systemMRMaps(), "the default daemon cap")
 }
 
 // TestDaemonDrippedFDs sends requests whose descriptors break the rules:

@@ -60,6 +60,10 @@ created it first, the daemon names them and refuses to serve there.`,
 	cmd.Flags().Int64Var(&lim.queueMiB, "max-queue-mem", dropin.DefaultMaxQueueBytes>>20,
 		"MiB of queue memory all programs together may hold")
 	cmd.Flags().IntVar(&lim.conns, "max-conns", dropin.DefaultMaxConns, "programs' connections served at once")
+	cmd.Flags().Int64Var(&lim.progMRMaps, "max-program-mr-maps", dropin.DefaultMaxConnMRMaps,
+		"memory mappings one program's registered regions may take in the daemon (about one per region)")
+	cmd.Flags().Int64Var(&lim.mrMaps, "max-mr-maps", 0,
+		"memory mappings all programs' regions may take (0: the kernel's vm.max_map_count less 8192)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr(), lim)
 		if err != nil {
@@ -109,6 +113,7 @@ func waitIdle(sig <-chan os.Signal, srv *dropin.Server, idle time.Duration) {
 // dropin defaults).
 type daemonLimits struct {
 	progQueueMiB, queueMiB int64
+	progMRMaps, mrMaps     int64
 	conns                  int
 }
 
@@ -128,7 +133,8 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer, lim daemonLimi
 	}
 	srv = &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "softroce daemon: "+format+"\n", args...)
-	}, MaxConnQueueBytes: lim.progQueueMiB << 20, MaxQueueBytes: lim.queueMiB << 20, MaxConns: lim.conns}
+	}, MaxConnQueueBytes: lim.progQueueMiB << 20, MaxQueueBytes: lim.queueMiB << 20, MaxConns: lim.conns,
+		MaxConnMRMaps: lim.progMRMaps, MaxMRMaps: lim.mrMaps}
 	sys := dropin.SysfsDir(path)
 	if err := dropin.WriteSysfs(sys, dev); err != nil {
 		srv.Logf("%v; programs that read /sys/class/infiniband will not find %s", err, name)
