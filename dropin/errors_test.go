@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,15 +42,10 @@ func TestErrnoOf(t *testing.T) {
 // verbs layer gave; a flood of them is rate-limited, with the count of the
 // lines held back.
 func TestRefusedRequestsLogged(t *testing.T) {
-	var mu sync.Mutex
+	var log logLines
 	var lines []string
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		lines = append(lines, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
 	sock := filepath.Join(t.TempDir(), "l.sock")
-	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, logf)
+	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, log.logf)
 	require.NoError(t, err)
 	defer d.Close()
 	c := dialDaemon(t, sock)
@@ -62,8 +56,7 @@ func TestRefusedRequestsLogged(t *testing.T) {
 	for range 3 * logBurst {
 		c.call(opDeallocPD, enc(wireHandle{42}))
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines = log.all()
 	require.GreaterOrEqual(t, len(lines), 2)
 	assert.Regexp(t, `^program pid \d+: SR_OP_DEALLOC_PD refused: invalid argument \(malformed or inconsistent request\)$`, lines[0])
 	assert.Regexp(t, `^program pid \d+: SR_OP_CREATE_CQ refused: .*\(.*cq.*\)$`, lines[1])
@@ -111,31 +104,24 @@ func TestRefusalCarriesReason(t *testing.T) {
 // out), as is one toward the device's own address and a QP number it does
 // not have; one toward a QP of the device itself is not.
 func TestUnreachablePeerLogged(t *testing.T) {
-	var mu sync.Mutex
+	var log logLines
 	var lines []string
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		lines = append(lines, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
 	sock := filepath.Join(t.TempDir(), "u.sock")
-	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, logf)
+	d, err := startDaemonLog(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, log.logf)
 	require.NoError(t, err)
 	defer d.Close()
 	self := netip.MustParseAddr("::ffff:10.0.0.9").As16()
 	a, b := connectedPrograms(t, sock, self)
 	_ = b
-	mu.Lock()
+	lines = log.all()
 	require.Empty(t, lines, "the device's own GID is reachable")
-	mu.Unlock()
 	p := newProgram(t, sock, 0x7f0000300000)
 	connectQP(t, p.testClient, p.qp.Handle, a.qp.QPNum, netip.MustParseAddr("::ffff:10.0.0.99").As16())
 	// The device's own address, a QP number it does not have: a twin
 	// device of the same address holds the peer.
 	q := newProgram(t, sock, 0x7f0000400000)
 	connectQP(t, q.testClient, q.qp.Handle, 0xABCDE, self)
-	mu.Lock()
-	defer mu.Unlock()
+	lines = log.all()
 	require.Len(t, lines, 2)
 	assert.Regexp(t, `^program pid \d+: QP \d+: nothing on rxe9's mem link has address 10\.0\.0\.99: its peer cannot answer\. .*--private.*--link udp$`, lines[0])
 	assert.Regexp(t, `^program pid \d+: QP \d+: its destination 10\.0\.0\.9 is rxe9's own address, where no QP 703710 exists: .*--private`, lines[1])

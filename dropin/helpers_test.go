@@ -3,6 +3,7 @@ package dropin
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/softroce/softroce/verbsapi"
 )
@@ -81,4 +82,23 @@ func newTestConn(d *testDaemon) *conn {
 	}
 	c := newConn(d.Server, ctx, nil)
 	return c
+}
+
+// logLines collects a Server's log lines (Server.Logf) for a test.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+// all returns the lines so far.
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }

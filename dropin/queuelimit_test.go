@@ -1,11 +1,9 @@
 package dropin
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +22,7 @@ import (
 // destroys or leaves behind is given back; and a connected pair on the
 // same daemon keeps moving data throughout.
 func TestQueueMemoryLimits(t *testing.T) {
-	var mu sync.Mutex
+	var log logLines
 	var lines []string
 	sock := filepath.Join(t.TempDir(), "q.sock")
 	// Caps in CQs of the device's largest size: a program may hold four,
@@ -33,11 +31,7 @@ func TestQueueMemoryLimits(t *testing.T) {
 	per := verbsapi.CQQueueBytes(cqe)
 	d, err := startDaemonWith(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, func(s *Server) {
 		s.MaxConnQueueBytes, s.MaxQueueBytes = 4*per+1<<20, 6*per+1<<20
-		s.Logf = func(format string, args ...any) {
-			mu.Lock()
-			lines = append(lines, fmt.Sprintf(format, args...))
-			mu.Unlock()
-		}
+		s.Logf = log.logf
 	})
 	require.NoError(t, err)
 	defer d.Close()
@@ -57,10 +51,9 @@ func TestQueueMemoryLimits(t *testing.T) {
 			MaxRecvSGE: uint32(attr.MaxSGE), MaxInlineData: 0}}
 	errno, _, _ := hog.call(opCreateQP, enc(huge))
 	require.Equal(t, syscall.ENOMEM, errno, "a QP at the device's maxima: %v", lines)
-	mu.Lock()
+	lines = log.all()
 	require.NotEmpty(t, lines)
 	assert.Regexp(t, `SR_OP_CREATE_QP refused: cannot allocate memory \(a QP of 1048576 WRs x 32 SGEs needs \d+ MiB of queue memory; this program has \d+ MiB of its \d+ MiB \(softroce daemon --max-program-queue-mem\)\)`, lines[len(lines)-1])
-	mu.Unlock()
 	write()
 
 	// The hog takes CQs until its cap bites (at four), then a second hog
@@ -89,9 +82,8 @@ func TestQueueMemoryLimits(t *testing.T) {
 		require.Less(t, n, 3, "the daemon's cap never bit")
 	}
 	require.Equal(t, []int{4, 2}, []int{len(cqs), n}, "CQs each hog got")
-	mu.Lock()
+	lines = log.all()
 	assert.Regexp(t, `all programs hold \d+ MiB of the daemon's \d+ MiB \(softroce daemon --max-queue-mem\)`, lines[len(lines)-1])
-	mu.Unlock()
 	write()
 
 	// Destroying gives the memory back; so does a program's exit.
@@ -111,16 +103,12 @@ func TestQueueMemoryLimits(t *testing.T) {
 // TestMaxConns: connections beyond the cap are closed at once and logged;
 // the ones served keep working.
 func TestMaxConns(t *testing.T) {
-	var mu sync.Mutex
+	var log logLines
 	var lines []string
 	sock := filepath.Join(t.TempDir(), "c.sock")
 	d, err := startDaemonWith(linkFlags{Link: "mem", Addr: "10.0.0.9"}, "rxe9", sock, func(s *Server) {
 		s.MaxConns = 2
-		s.Logf = func(format string, args ...any) {
-			mu.Lock()
-			lines = append(lines, fmt.Sprintf(format, args...))
-			mu.Unlock()
-		}
+		s.Logf = log.logf
 	})
 	require.NoError(t, err)
 	defer d.Close()
@@ -132,10 +120,9 @@ func TestMaxConns(t *testing.T) {
 	require.NoError(t, c3.SetReadDeadline(time.Now().Add(5*time.Second)))
 	_, err = c3.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF, "the third connection was not closed")
-	mu.Lock()
+	lines = log.all()
 	require.NotEmpty(t, lines)
 	assert.Contains(t, lines[len(lines)-1], "refused a connection: 2 programs' connections already (softroce daemon --max-conns)")
-	mu.Unlock()
 	for _, p := range []*program{p1, p2} {
 		errno, _, _ := p.call(opAllocPD, nil)
 		require.Zero(t, errno)

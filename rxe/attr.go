@@ -9,27 +9,27 @@ import (
 
 // Limits the device enforces and reports, from rxe_param.h (Linux 6.1).
 const (
-	MaxQP            = 1<<20 - 16 // QPN indexes 16 .. 2^20
-	MaxQPWR          = 1 << 20
-	MaxSGE           = 32
-	MaxSGERd         = 32
-	MaxCQ            = 1 << 20
-	MaxCQE           = 1<<15 - 1
-	MaxMR            = 1<<19 - 1
-	MaxPD            = 1 << 20
-	MaxAH            = 1<<15 - 1
-	MaxSRQ           = 1<<20 - 0x20001
-	MaxSRQWR         = 1 << 20
-	MaxSRQSGE        = 27
-	MaxInline        = 512
-	MaxQPRdAtom      = 128
-	MaxResRdAtom     = 0x3f000
-	MaxPKeys         = 64
-	MaxMsgSize       = 0x800000 // port max_msg_sz; reported only, as in rxe
-	LocalCAAckDelay  = 15
-	VendorID         = 0xFFFFFF
-	PageSizeCap      = 0xfffff000
-	MaxFastRegPages  = 512
+	MaxQP           = 1<<20 - 16 // QPN indexes 16 .. 2^20
+	MaxQPWR         = 1 << 20
+	MaxSGE          = 32
+	MaxSGERd        = 32
+	MaxCQ           = 1 << 20
+	MaxCQE          = 1<<15 - 1
+	MaxMR           = 1<<19 - 1
+	MaxPD           = 1 << 20
+	MaxAH           = 1<<15 - 1
+	MaxSRQ          = 1<<20 - 0x20001
+	MaxSRQWR        = 1 << 20
+	MaxSRQSGE       = 27
+	MaxInline       = 512
+	MaxQPRdAtom     = 128
+	MaxResRdAtom    = 0x3f000
+	MaxPKeys        = 64
+	MaxMsgSize      = 0x800000 // port max_msg_sz; reported only, as in rxe
+	LocalCAAckDelay = 15
+	VendorID        = 0xFFFFFF
+	PageSizeCap     = 0xfffff000
+	MaxFastRegPages = 512
 	// No multicast yet (rxe's are 8192, 56 and 0x70000): a device
 	// reports zero groups when it has none, so that programs that need
 	// multicast (pyverbs' rdmacm multicast tests, for one) see it lacks it

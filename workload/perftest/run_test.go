@@ -28,6 +28,27 @@ func freePort(t *testing.T) int {
 
 // Both sides of a test in one process, on two devices of a mem link: the
 // workload needs no command and no sockets but the out-of-band one.
+// pairFor opens two devices joined by a mem link (10.0.0.1 and .2) and
+// returns their contexts and the options of each side for o, on a free
+// out-of-band port.
+func pairFor(t *testing.T, o Options) (ca, cb *verbsapi.Context, opts func(addr string) *Options) {
+	t.Helper()
+	da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
+	require.NoError(t, err)
+	t.Cleanup(func() { da.Close(); db.Close() })
+	ca, err = da.Open()
+	require.NoError(t, err)
+	cb, err = db.Open()
+	require.NoError(t, err)
+	port := freePort(t)
+	return ca, cb, func(addr string) *Options {
+		o := o
+		o.QPs, o.IBDev, o.IBPort, o.GIDIndex, o.Port, o.RxDepth = 1, "rxe0", 1, -1, port, 512
+		o.AtomicType, o.Conn, o.Addr = "FETCH_AND_ADD", "RC", netip.MustParseAddr(addr)
+		return &o
+	}
+}
+
 func TestRunInProcess(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -41,21 +62,7 @@ func TestRunInProcess(t *testing.T) {
 		{"send bw", Options{Verb: VerbSend, Size: 1024, Iters: 100, TxDepth: 16, CQMod: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
-			require.NoError(t, err)
-			defer da.Close()
-			defer db.Close()
-			ca, err := da.Open()
-			require.NoError(t, err)
-			cb, err := db.Open()
-			require.NoError(t, err)
-			port := freePort(t)
-			opts := func(addr string) *Options {
-				o := tc.o
-				o.QPs, o.IBDev, o.IBPort, o.GIDIndex, o.Port, o.RxDepth = 1, "rxe0", 1, -1, port, 512
-				o.AtomicType, o.Conn, o.Addr = "FETCH_AND_ADD", "RC", netip.MustParseAddr(addr)
-				return &o
-			}
+			ca, cb, opts := pairFor(t, tc.o)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var srvOut bytes.Buffer
@@ -127,21 +134,7 @@ func TestPeerDies(t *testing.T) {
 		{"send lat client", Options{Verb: VerbSend, Lat: true, Size: 64, Iters: 50_000_000, TxDepth: 1, CQMod: 1}, "server", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
-			require.NoError(t, err)
-			defer da.Close()
-			defer db.Close()
-			ca, err := da.Open()
-			require.NoError(t, err)
-			cb, err := db.Open()
-			require.NoError(t, err)
-			port := freePort(t)
-			opts := func(addr string) *Options {
-				o := tc.o
-				o.QPs, o.IBDev, o.IBPort, o.GIDIndex, o.Port, o.RxDepth = 1, "rxe0", 1, -1, port, 512
-				o.AtomicType, o.Conn, o.Addr = "FETCH_AND_ADD", "RC", netip.MustParseAddr(addr)
-				return &o
-			}
+			ca, cb, opts := pairFor(t, tc.o)
 			srvCtx, killSrv := context.WithCancel(context.Background())
 			cliCtx, killCli := context.WithCancel(context.Background())
 			defer killSrv()

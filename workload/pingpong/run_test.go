@@ -17,6 +17,24 @@ import (
 
 // Both sides in one process on two devices of a mem link, every transport,
 // with -c's buffer check and, for rc, completion events.
+// contextPair opens two devices joined by a mem link (10.0.0.1 and .2)
+// and returns their contexts and a free out-of-band port.
+func contextPair(t *testing.T) (ca, cb *verbsapi.Context, port int) {
+	t.Helper()
+	da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
+	require.NoError(t, err)
+	t.Cleanup(func() { da.Close(); db.Close() })
+	ca, err = da.Open()
+	require.NoError(t, err)
+	cb, err = db.Open()
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return ca, cb, port
+}
+
 func TestRunInProcess(t *testing.T) {
 	for _, tc := range []struct {
 		transport string
@@ -24,18 +42,7 @@ func TestRunInProcess(t *testing.T) {
 		events    bool
 	}{{"rc", 4096, true}, {"uc", 1000, false}, {"ud", 0, false}} {
 		t.Run(tc.transport, func(t *testing.T) {
-			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
-			require.NoError(t, err)
-			defer da.Close()
-			defer db.Close()
-			ca, err := da.Open()
-			require.NoError(t, err)
-			cb, err := db.Open()
-			require.NoError(t, err)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			port := ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
+			ca, cb, port := contextPair(t)
 			opts := func(addr string) *Options {
 				return &Options{Port: port, IBPort: 1, Size: tc.size, PathMTU: 1024, RxDepth: 50, Iters: 200,
 					GIDIndex: -1, Addr: netip.MustParseAddr(addr), Check: true, Events: tc.events, Transport: tc.transport}
@@ -78,18 +85,7 @@ func TestPeerSilent(t *testing.T) {
 		events    bool
 	}{{"ud", false}, {"uc", false}, {"rc", true}} {
 		t.Run(tc.transport, func(t *testing.T) {
-			da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Addr: netip.MustParseAddrPort("10.0.0.1:0")})
-			require.NoError(t, err)
-			defer da.Close()
-			defer db.Close()
-			ca, err := da.Open()
-			require.NoError(t, err)
-			cb, err := db.Open()
-			require.NoError(t, err)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			port := ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
+			ca, cb, port := contextPair(t)
 			opts := func(addr string) *Options {
 				return &Options{Port: port, IBPort: 1, PathMTU: 1024, RxDepth: 50, Iters: 50_000_000, Size: 64,
 					GIDIndex: -1, Addr: netip.MustParseAddr(addr), Events: tc.events, Transport: tc.transport,
