@@ -215,6 +215,15 @@ func (q *QP) AckPending() bool {
 // and Pending turns false.
 func (q *QP) Pending(now Time) bool { return q.respPending() || q.reqPending(now) }
 
+// Resending reports whether the requester is retrying: going back after a
+// timeout, a NAK or an RNR NAK, up to the newest PSN it had sent. A device
+// uses it to keep QPs that retry from crowding out the ones making
+// progress (rxe has no such notion; softroce's scheduler serves them at a
+// bounded share).
+func (q *QP) Resending() bool {
+	return q.req.needRetry || q.req.rnrWait || psnDiff(q.req.psn, q.req.maxPSN) < 0
+}
+
 // Tick runs the QP's timers (retransmit, RNR wait) at time now.
 func (q *QP) Tick(now Time) { q.compTick(now) }
 

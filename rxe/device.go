@@ -88,8 +88,11 @@ type Device struct {
 	qpList  []*QP // live QPs, for Tick and Deadline
 	qpNext  uint32
 
-	ready   []*QP // QPs that may have output, round-robin order
-	readyHd int
+	// QPs that may have output, round-robin order: those making
+	// progress, and those retrying, which Output serves at a bounded
+	// share (xmit.go).
+	ready, retrying qpRing
+	turn            int // Output's QP turns, for the retrying share
 
 	// earliest is a lower bound of every live QP's deadline, exact (the
 	// deadline of minQP) unless dlStale. See noteDeadline.

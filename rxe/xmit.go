@@ -142,36 +142,76 @@ func (d *Device) emit(now qp.Time, sport uint16, f *link.Frame) emitResult {
 
 // markReady puts x on the ready list unless it is there. Called with mu
 // held whenever something may have given x output.
+// markReady queues x for Output: among the QPs retrying when its requester
+// is (qp.QP.Resending), else among the others.
 func (d *Device) markReady(x *QP) {
 	if x.queued || (x.dead && !x.flushAcks) {
 		return
 	}
 	x.queued = true
-	if d.readyHd > 0 && len(d.ready) == cap(d.ready) {
-		k := copy(d.ready, d.ready[d.readyHd:])
-		clear(d.ready[k:])
-		d.ready = d.ready[:k]
-		d.readyHd = 0
+	if x.q.Resending() {
+		d.retrying.push(x)
+	} else {
+		d.ready.push(x)
 	}
-	d.ready = append(d.ready, x)
 }
 
+// retryShare is how often Output's turn goes to a retrying QP while others
+// wait: one turn in retryShare. QPs stuck in go-back-N or RNR retry (a
+// thousand receivers without receive buffers, a partitioned peer) thus
+// take at most that share of the device's output, however many they are,
+// and the QPs making progress keep the rest; alone, they get every turn.
+const retryShare = 4
+
+// popReady returns the next QP to serve, or nil.
 func (d *Device) popReady() *QP {
-	if d.readyHd == len(d.ready) {
-		return nil
+	d.turn++
+	var x *QP
+	if d.turn%retryShare == 0 || d.ready.len() == 0 {
+		x = d.retrying.pop()
 	}
-	x := d.ready[d.readyHd]
-	d.ready[d.readyHd] = nil
-	d.readyHd++
-	if d.readyHd == len(d.ready) {
-		d.ready = d.ready[:0]
-		d.readyHd = 0
+	if x == nil {
+		x = d.ready.pop()
 	}
-	x.queued = false
+	if x != nil {
+		x.queued = false
+	}
 	return x
 }
 
-func (d *Device) readyLen() int { return len(d.ready) - d.readyHd }
+func (d *Device) readyLen() int { return d.ready.len() + d.retrying.len() }
+
+// qpRing is a FIFO of QPs that reuses its storage.
+type qpRing struct {
+	q  []*QP
+	hd int
+}
+
+func (r *qpRing) push(x *QP) {
+	if r.hd > 0 && len(r.q) == cap(r.q) {
+		k := copy(r.q, r.q[r.hd:])
+		clear(r.q[k:])
+		r.q = r.q[:k]
+		r.hd = 0
+	}
+	r.q = append(r.q, x)
+}
+
+func (r *qpRing) pop() *QP {
+	if r.hd == len(r.q) {
+		return nil
+	}
+	x := r.q[r.hd]
+	r.q[r.hd] = nil
+	r.hd++
+	if r.hd == len(r.q) {
+		r.q = r.q[:0]
+		r.hd = 0
+	}
+	return x
+}
+
+func (r *qpRing) len() int { return len(r.q) - r.hd }
 
 // HasOutput reports whether some QP may have packets to send.
 func (d *Device) HasOutput() bool {
