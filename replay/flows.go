@@ -27,6 +27,12 @@ type Flow struct {
 	// A sent the flow's first frame; B is the other side.
 	A, B   Side
 	Frames []*Frame // capture order
+	// Start says why the flow begins where an earlier one of the same
+	// QPs ended (restarts), "" for the first.
+	Start string
+	// oobAfter: the flow's out-of-band records come after this frame
+	// number (the end of the run before it, 0 for the first).
+	oobAfter int
 }
 
 func (f *Flow) String() string {
@@ -175,7 +181,7 @@ func (c *Capture) Flows() []*Flow {
 			continue
 		}
 		f.A.QPN, f.B.QPN = qa, qb
-		flows = append(flows, f)
+		flows = append(flows, c.restarts(f)...)
 	}
 	return flows
 }
@@ -189,6 +195,11 @@ func (c *Capture) Flows() []*Flow {
 func (c *Capture) CheckOOB(f *Flow) ([]OOBRecord, error) {
 	var matched []OOBRecord
 	for _, o := range c.OOB {
+		// A run's records come after the run before it and before its
+		// own last frame.
+		if o.No <= f.oobAfter || o.No > f.Frames[len(f.Frames)-1].No {
+			continue
+		}
 		// The GID names the side: the TCP exchange may run over another
 		// address (rc_pingpong_ipv6 trades link-local GIDs over IPv4).
 		s, _, ok := f.Side(o.GID)

@@ -164,6 +164,9 @@ func runReplayCompare(out io.Writer, c *replay.Capture, rf *replayFlags) error {
 				continue
 			}
 			fmt.Fprintf(out, "flow %d: %s: softroce as %s\n", i+1, f, host)
+			if f.Start != "" && !rf.quiet {
+				fmt.Fprintf(out, "  starts anew: %s\n", f.Start)
+			}
 			if recs, err := c.CheckOOB(f); err != nil {
 				fmt.Fprintf(out, "  out-of-band: %v\n", err)
 				failed++
