@@ -103,6 +103,9 @@ type Result struct {
 	// Problems are what the checks after the walk found: completions,
 	// data returned by reads and atomics, memory the peer wrote.
 	Problems []string
+	// Notes are what the replay inferred from the capture beyond its
+	// defaults (a read/atomic depth, ...), each with the evidence.
+	Notes []string
 }
 
 // OK reports whether softroce behaved as the captured host throughout.
@@ -127,7 +130,7 @@ func Run(f *Flow, addr netip.Addr, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Flow: f, Host: s.host, Peer: s.peer}
+	r := &Result{Flow: f, Host: s.host, Peer: s.peer, Notes: s.notes}
 	s.walk(r)
 	r.AppWrites = s.appWrites
 	if r.Diff == nil {

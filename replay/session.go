@@ -62,6 +62,15 @@ type session struct {
 	// appWrites counts bytes the host's application must have changed
 	// between the peer's reads.
 	appWrites int
+	// notes are what the replay inferred from the capture (Result.Notes).
+	notes []string
+}
+
+// note records an inference, "" for none.
+func (s *session) note(n string) {
+	if n != "" {
+		s.notes = append(s.notes, n)
+	}
 }
 
 // newSession rebuilds the host of f at addr.
@@ -192,7 +201,14 @@ func (s *session) connect() error {
 	if err := s.x.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		return err
 	}
-	rtr := qp.Attr{State: qp.RTR, PathMTU: s.mtu, DestQPN: s.peer.QPN, MaxDestRdAtomic: 16, MinRNRTimer: 12,
+	// Read/atomic depths as deep as the capture shows: the host's
+	// requests outstanding (initiator depth) and the peer's it answered
+	// (responder resources).
+	initDepth, why := depthFor(s.flow.Frames, s.host.Addr, int(s.mtu), "initiator depth")
+	s.note(why)
+	respDepth, why := depthFor(s.flow.Frames, s.peer.Addr, int(s.mtu), "responder resources")
+	s.note(why)
+	rtr := qp.Attr{State: qp.RTR, PathMTU: s.mtu, DestQPN: s.peer.QPN, MaxDestRdAtomic: uint8(respDepth), MinRNRTimer: 12,
 		AV: qp.AddressVector{DGID: s.peer.Addr, SGIDIndex: uint8(sgid), HopLimit: ttl, TrafficClass: tos}}
 	if len(s.fromHost) > 0 {
 		// rdma_cm gives the AV a flow label (from the connection request),
@@ -208,7 +224,7 @@ func (s *session) connect() error {
 		rtr.RQPSN = m.Pkt.BTH.PSN
 	}
 	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-	rts := qp.Attr{State: qp.RTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}
+	rts := qp.Attr{State: qp.RTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: uint8(initDepth)}
 	if m := firstRequest(s.fromHost); m != nil {
 		rts.SQPSN = m.Pkt.BTH.PSN
 	}

@@ -195,6 +195,9 @@ func runReplayCompare(out io.Writer, c *replay.Capture, rf *replayFlags) error {
 			}
 			replayed++
 			if !rf.quiet {
+				for _, n := range r.Notes {
+					fmt.Fprintf(out, "  inferred from the capture: %s\n", n)
+				}
 				for _, u := range r.Uncaptured {
 					where := "after the last captured response"
 					if u.Before != nil {
