@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,7 @@ type replayFlags struct {
 func newReplayCmd() *cobra.Command {
 	var rf replayFlags
 	cmd := &cobra.Command{
-		Use:   "replay [flags] FILE",
+		Use:   "replay [flags] FILE... | DIR...",
 		Short: "Replay a captured RoCE conversation against softroce, or send one side of it to a live peer",
 		Long: `replay puts softroce in the place of one host of a capture of two RoCE v2
 peers (such as the kernel rxe captures) and checks that it answers as the
@@ -62,14 +63,26 @@ tap and the link flags; --addr is the local address), at the captured pace
 or with --fast as fast as possible, readdressed (source: --addr, destination:
 ADDR) and with the ICRC recomputed.
 
+Given several files or a directory, replay checks conformance: every flow
+of every capture (*.pcap, *.pcapng) from both sides, or from its responder
+where it shows loss, one line each: matched, differs (the first
+difference) or not replayable (why), then a total.
+
 Exit status: 0 when softroce matches the capture (or every frame was sent),
 1 at a difference, 2 when the capture cannot be replayed.`,
 		Example: `  softroce replay testdata/pcaps/rxe/rc_pingpong.pcap
   softroce replay -q --as both --strict testdata/pcaps/rxe/read.pcap
   softroce replay --as 10.77.0.2 testdata/pcaps/rxe/loss.pcap
+  softroce replay testdata/pcaps/rxe testdata/pcaps/interop        # conformance, one line per flow
   softroce replay --to 127.0.99.2 --link udp --addr 127.0.99.1:4792 --side A --fast testdata/pcaps/rxe/write.pcap`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if st, err := os.Stat(args[0]); len(args) > 1 || (err == nil && st.IsDir()) {
+				if rf.to != "" {
+					return usageError{errors.New("--to sends one capture: give one file")}
+				}
+				return runConformance(cmd.OutOrStdout(), args, rf.strict)
+			}
 			c, err := replay.Load(args[0])
 			if err != nil {
 				return exitError{exitTrouble, err}
