@@ -9,15 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReplayEveryCapture: every capture in testdata/pcaps (kernel rxe's
-// and the interop harness's) replays to a match from both sides of every
-// flow, or from the responder where the flow shows loss. The interop
-// perftest atomic capture needs the inferred read/atomic depth: softroce's
-// client had 20 atomics outstanding, more than the default 16, and the
-// replay used to stop after 16 ("softroce has nothing to send here").
+// TestReplayEveryCapture: every capture in testdata/pcaps (kernel rxe's,
+// the interop harness's and softroce's own) replays to a match from both
+// sides of every flow, or from the responder where the flow shows loss. The
+// interop perftest atomic capture needs the inferred read/atomic depth:
+// softroce's client had 20 atomics outstanding, more than the default 16,
+// and the replay used to stop after 16 ("softroce has nothing to send
+// here"). The RNR capture needs the inferred receive queue: with every
+// receive posted at the start softroce acknowledged where the host had
+// answered RNR NAKs.
 func TestReplayEveryCapture(t *testing.T) {
 	var files []string
-	for _, pat := range []string{"rxe/*.pcap*", "interop/*.pcap"} {
+	for _, pat := range []string{"rxe/*.pcap*", "interop/*.pcap", "softroce/*.pcapng"} {
 		m, err := filepath.Glob(filepath.Join("..", "testdata", "pcaps", pat))
 		require.NoError(t, err)
 		files = append(files, m...)
@@ -41,8 +44,11 @@ func TestReplayEveryCapture(t *testing.T) {
 				assert.True(t, r.OK(), "%s flow %d as %s: %v", filepath.Base(path), i+1, host, r.Err())
 				for _, n := range r.Notes {
 					notes++
-					if strings.Contains(path, "perf_atomic") {
+					switch {
+					case strings.Contains(path, "perf_atomic"):
 						assert.Contains(t, n, "had 20 READ/atomic requests outstanding")
+					case strings.Contains(path, "rnr"):
+						assert.Contains(t, n, "the host answered 29 RNR NAKs")
 					}
 				}
 			}

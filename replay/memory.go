@@ -52,6 +52,12 @@ func (s *session) memory() error {
 	if wrapErr != nil {
 		return wrapErr
 	}
+	if n := s.hostRNRs(); n > 0 {
+		// The host's receive queue ran empty (it answered RNR NAKs):
+		// receives are posted as the capture shows them taken (walk).
+		s.lazyRecv = true
+		s.note(fmt.Sprintf("receive queue: the host answered %d RNR NAKs, so each receive is posted when the capture shows it taken", n))
+	}
 	for _, r := range s.regions {
 		if r.hi-r.lo > maxRebuild {
 			return fmt.Errorf("rkey %#x: the peer addresses %d bytes, too many to rebuild", r.rkey, r.hi-r.lo)
@@ -107,6 +113,9 @@ func (s *session) memory() error {
 		r.expected = append([]byte(nil), r.init...)
 		r.touched = make([]bool, len(r.init))
 	}
+	if s.lazyRecv {
+		return nil
+	}
 	return s.postRecvs()
 }
 
@@ -120,17 +129,79 @@ func (s *session) regionKeys() []uint32 {
 }
 
 func (s *session) postRecvs() error {
-	for i, b := range s.recvBufs {
-		m, err := s.d.RegMR(s.pd, b, qp.AccessLocalWrite)
-		if err != nil {
+	for range s.recvBufs {
+		if err := s.postRecv(); err != nil {
 			return err
-		}
-		wr := qp.RecvWR{ID: uint64(i), SGL: []qp.SGE{{Addr: m.Addr(), Length: uint32(len(b)), LKey: m.LKey()}}}
-		if err := s.x.PostRecv(&wr); err != nil {
-			return fmt.Errorf("post receive %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// postRecv posts the next receive buffer.
+func (s *session) postRecv() error {
+	i := s.recvPosted
+	if i >= len(s.recvBufs) {
+		return fmt.Errorf("the peer's message needs receive %d, the capture shows %d", i+1, len(s.recvBufs))
+	}
+	b := s.recvBufs[i]
+	m, err := s.d.RegMR(s.pd, b, qp.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	wr := qp.RecvWR{ID: uint64(i), SGL: []qp.SGE{{Addr: m.Addr(), Length: uint32(len(b)), LKey: m.LKey()}}}
+	if err := s.x.PostRecv(&wr); err != nil {
+		return fmt.Errorf("post receive %d: %w", i, err)
+	}
+	s.recvPosted++
+	return nil
+}
+
+// hostRNRs counts the RNR NAKs the host answered.
+func (s *session) hostRNRs() int {
+	n := 0
+	for _, c := range s.fromHost {
+		if p := &c.Pkt; p.Info().Is(packet.HdrAETH) && p.AETH.Syndrome.IsRNR() {
+			n++
+		}
+	}
+	return n
+}
+
+// takesRecv reports whether the peer's frame takes a receive WQE at the
+// host, as rxe's responder does: the first (or only) packet of a SEND, the
+// last (or only) of a WRITE with immediate data.
+func takesRecv(p *packet.Packet) bool {
+	info := p.Info()
+	switch info.Kind {
+	case packet.KindSend:
+		return info.Pos == packet.PosFirst || info.Pos == packet.PosOnly
+	case packet.KindWrite:
+		return info.Is(packet.HdrImmDt)
+	}
+	return false
+}
+
+// acceptedAt reports whether the host took the peer's frame i of the
+// flow, so that a receive must be there for it: the host's first
+// acknowledgement at or after the frame's PSN acknowledges it (an RNR NAK
+// or a NAK there means the queue was empty or the frame out of sequence),
+// and the peer does not send the PSN again before that answer (a frame the
+// host dropped silently, behind an earlier NAK, gets none). With no answer
+// in the capture the frame counts as taken.
+func (s *session) acceptedAt(i int) bool {
+	psn := s.flow.Frames[i].Pkt.BTH.PSN
+	for _, a := range s.flow.Frames[i+1:] {
+		if a.Src == s.peer.Addr {
+			if !isResponse(&a.Pkt) && a.Pkt.BTH.PSN == psn {
+				return false
+			}
+			continue
+		}
+		if p := &a.Pkt; p.Info().Is(packet.HdrAETH) && psnAfter(p.BTH.PSN, psn) >= 0 {
+			return p.AETH.Syndrome.IsACK() || p.BTH.PSN != psn
+		}
+	}
+	return true
 }
 
 // beforeFeed keeps the host's memory in step with the capture before the

@@ -55,3 +55,21 @@ func readResponds(m *message, psn uint32, mtu qp.MTU) bool {
 	n := max(1, (int(m.first.Pkt.RETH.Length)+int(mtu)-1)/int(mtu))
 	return d < 1<<23 && int(d) < n
 }
+
+// firstSends drops the messages that are sent again (after a NAK, an RNR
+// NAK or a timeout): a message whose first PSN is not after the newest
+// first PSN before it. What the host's memory and receive queue must hold
+// follows from each message once.
+func firstSends(ms []*message) []*message {
+	out := ms[:0:0]
+	var newest uint32
+	for i, m := range ms {
+		psn := m.first.Pkt.BTH.PSN
+		if i > 0 && psnAfter(psn, newest) <= 0 {
+			continue
+		}
+		newest = psn
+		out = append(out, m)
+	}
+	return out
+}

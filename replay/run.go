@@ -168,7 +168,7 @@ func (s *session) walk(r *Result) {
 			}
 		}
 	}
-	for _, c := range s.flow.Frames {
+	for i, c := range s.flow.Frames {
 		now := qp.Time(c.Time)
 		s.d.Tick(now)
 		drain(now)
@@ -178,6 +178,10 @@ func (s *session) walk(r *Result) {
 			}
 			if s.opt.ResponderOnly && isResponse(&c.Pkt) {
 				continue
+			}
+			if err := s.postRecvFor(i); err != nil {
+				r.Diff = &Difference{Captured: c, Problems: []string{err.Error()}}
+				return
 			}
 			s.beforeFeed(c)
 			before := s.d.Counters().RcvdPkts
@@ -251,6 +255,21 @@ func (s *session) walk(r *Result) {
 			return
 		}
 	}
+}
+
+// postRecvFor posts, when receives go lazily, the receive the peer's frame i
+// takes, when the host took it (acceptedAt: not answered with an RNR NAK,
+// its queue being empty then) and no receive was posted for that PSN yet.
+func (s *session) postRecvFor(i int) error {
+	p := &s.flow.Frames[i].Pkt
+	if !s.lazyRecv || !takesRecv(p) || s.recvTaken[p.BTH.PSN] || !s.acceptedAt(i) {
+		return nil
+	}
+	if s.recvTaken == nil {
+		s.recvTaken = map[uint32]bool{}
+	}
+	s.recvTaken[p.BTH.PSN] = true
+	return s.postRecv()
 }
 
 // compare checks softroce's frame against the host's captured one.

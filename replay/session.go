@@ -64,6 +64,13 @@ type session struct {
 	appWrites int
 	// notes are what the replay inferred from the capture (Result.Notes).
 	notes []string
+	// lazyRecv posts receives as the capture shows them taken rather than
+	// all at first, since the host's queue ran empty (RNR NAKs);
+	// recvPosted counts the receives posted, recvTaken the PSNs they were
+	// posted for.
+	lazyRecv   bool
+	recvPosted int
+	recvTaken  map[uint32]bool
 }
 
 // note records an inference, "" for none.
@@ -97,7 +104,7 @@ func newSession(f *Flow, addr netip.Addr, o Options) (*session, error) {
 		}
 		return out
 	}
-	s.hostMsgs, s.peerMsgs = messages(reqs(s.fromHost)), messages(reqs(s.fromPeer))
+	s.hostMsgs, s.peerMsgs = messages(reqs(s.fromHost)), firstSends(messages(reqs(s.fromPeer)))
 	s.peerMsg = map[*Frame]*message{}
 	for _, m := range s.peerMsgs {
 		s.peerMsg[m.first] = m

@@ -310,7 +310,7 @@ func TestReplayCmdSendTAP(t *testing.T) {
 // capture softroce answers differently fails the run with exit status 1.
 func TestReplayConformance(t *testing.T) {
 	var out bytes.Buffer
-	code := run([]string{"replay", "../../testdata/pcaps/rxe", "../../testdata/pcaps/interop"}, &out, &out)
+	code := run([]string{"replay", "../../testdata/pcaps/rxe", "../../testdata/pcaps/interop", "../../testdata/pcaps/softroce"}, &out, &out)
 	require.Equal(t, 0, code, out.String())
 	require.Regexp(t, `(?m)^\d+ captures: \d+ replays matched, 0 differ, \d+ not replayable$`, out.String())
 	require.Contains(t, out.String(), "softroce_udp_client_perf_atomic.pcap flow 1 (RC 10.77.1.1 qp 0x11 <-> 10.77.1.2 qp 0x20) as 10.77.1.1: matched, 20 packets")
