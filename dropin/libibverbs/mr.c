@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -300,25 +302,49 @@ static void *do_move(void *arg)
 	return NULL;
 }
 
+static int move_child(void *arg)
+{
+	do_move(arg);
+	return 0;
+}
+
 /* run_move moves the segments. Segments near the calling thread's own stack
- * are moved by a helper thread while this one is blocked in pthread_join: a
- * blocked thread does not write its stack, so the copy cannot miss a write
- * (or have one of this thread's frames revert to the copy). */
+ * are moved by a child sharing the address space (CLONE_VM) while the
+ * kernel holds this thread suspended until the child exits (CLONE_VFORK):
+ * a suspended thread writes nothing, so the copy cannot miss a write of its
+ * (or have one of its frames revert to the copy). A helper thread joined
+ * with pthread_join did not ensure that: pthread_create goes on writing
+ * the caller's stack after the new thread starts, and once in CI a write
+ * was lost and the program crashed. The child makes only system calls
+ * (its errno is this thread's, which is suspended meanwhile). */
 static int run_move(struct move *mv)
 {
+	const size_t stack_size = 64 * 1024;
 	uintptr_t here = (uintptr_t)&mv;
 	int i, on_stack = 0;
-	pthread_t t;
+	char *stack;
+	pid_t pid;
 
 	if (mv->n == 0)
 		return 0;
 	for (i = 0; i < mv->n; i++)
 		if (here + 65536 >= mv->segs[i].start && here < mv->segs[i].end + 65536)
 			on_stack = 1;
-	if (on_stack && !pthread_create(&t, NULL, do_move, mv))
-		pthread_join(t, NULL);
-	else
-		do_move(mv);
+	if (on_stack) {
+		stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (stack != MAP_FAILED) {
+			pid = clone(move_child, stack + stack_size, CLONE_VM | CLONE_VFORK, mv);
+			if (pid > 0) {
+				while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+					;
+				munmap(stack, stack_size);
+				return mv->err;
+			}
+			munmap(stack, stack_size);
+		}
+	}
+	do_move(mv);
 	return mv->err;
 }
 
