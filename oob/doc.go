@@ -8,4 +8,8 @@
 // sprintf and read with read(2) of the same size; the client always writes
 // first and the server reads first. This package keeps those sizes exactly
 // and reads with io.ReadFull, so a record split by TCP still arrives whole.
+//
+// perftest keeps its connection open for the whole test, and a side learns
+// that the other died from it closing: WatchHangup notices that without
+// reading a byte the protocol wants.
 package oob
