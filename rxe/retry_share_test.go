@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -17,9 +18,39 @@ import (
 // however many they are, so the streaming pair keeps most of the link; with
 // plain round robin it got one frame in about 200.
 func TestRetryStormShare(t *testing.T) {
+	healthy, total := retryStorm(t, 200, 40000)
+	require.Greater(t, total, 30000, "the link was busy")
+	share := float64(healthy) / float64(total)
+	t.Logf("streaming pair: %d of %d frames (%.0f%%)", healthy, total, 100*share)
+	assert.Greater(t, share, 0.6, "the streaming pair's share of the link")
+	assert.Positive(t, total-healthy, "the retrying QPs still retry")
+}
+
+// BenchmarkRetryStormShare reports the streaming pair's share of the link
+// (percent of frames) beside thousands of QPs retrying forever, as
+// TestRetryStormShare sets it up:
+//
+//	go test ./rxe -run '^$' -bench RetryStormShare -benchtime 1x
+func BenchmarkRetryStormShare(b *testing.B) {
+	for _, stuck := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("stuck=%d", stuck), func(b *testing.B) {
+			var healthy, total int
+			for range b.N {
+				healthy, total = retryStorm(b, stuck, 40000)
+			}
+			b.ReportMetric(100*float64(healthy)/float64(total), "%link")
+		})
+	}
+}
+
+// retryStorm runs stuck QPs whose receivers never post a receive (RNR NAK,
+// 10 us timer, rnr_retry 7: they retry forever) beside one pair streaming
+// WRITEs, for steps microseconds of virtual time on a link that carries one
+// frame per microsecond, and counts the frames the device sent in all and
+// for the streaming pair.
+func retryStorm(t testing.TB, stuck, steps int) (healthy, total int) {
 	da := newDev(t, "rxe0", macA, ipA, netip.Addr{}, 1500)
 	db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
-	const stuck = 200
 	src := make([]byte, 4096)
 	for i := 0; i < stuck; i++ {
 		a, _ := connect(t, da, db, qp.RC, 4, 1024)
@@ -41,13 +72,11 @@ func TestRetryStormShare(t *testing.T) {
 	for i := 0; i < 32; i++ {
 		post()
 	}
-
 	frames := newNet().frames
 	one := frames[:1]
-	healthy, total := 0, 0
 	wcs := make([]qp.WC, 16)
 	var now qp.Time
-	for step := 0; step < 40000; step++ {
+	for step := 0; step < steps; step++ {
 		now += 1000 // 1 us: one frame from A, and B's answers
 		da.Tick(now)
 		db.Tick(now)
@@ -75,9 +104,5 @@ func TestRetryStormShare(t *testing.T) {
 			post()
 		}
 	}
-	require.Greater(t, total, 30000, "the link was busy")
-	share := float64(healthy) / float64(total)
-	t.Logf("streaming pair: %d of %d frames (%.0f%%)", healthy, total, 100*share)
-	assert.Greater(t, share, 0.6, "the streaming pair's share of the link")
-	assert.Positive(t, total-healthy, "the retrying QPs still retry")
+	return healthy, total
 }
