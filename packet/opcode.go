@@ -197,6 +197,20 @@ type OpcodeInfo struct {
 // Is reports whether the info names every header in h.
 func (i *OpcodeInfo) Is(h Hdr) bool { return i.Headers&h == h }
 
+// TakesRecvWQE reports whether a responder takes a receive WQE at this
+// packet: the first (or only) packet of a SEND, and the packet of an RDMA
+// WRITE that carries immediate data (rxe's RXE_RWR_MASK). With none
+// posted, RC answers it with an RNR NAK.
+func (i *OpcodeInfo) TakesRecvWQE() bool {
+	switch i.Kind {
+	case KindSend:
+		return i.Pos == PosFirst || i.Pos == PosOnly
+	case KindWrite:
+		return i.Is(HdrImmDt)
+	}
+	return false
+}
+
 var opcodeTable [256]OpcodeInfo
 
 // Info returns the description of the opcode. Unknown opcodes give an info

@@ -169,7 +169,7 @@ func (q *QP) rcReceive(p *packet.Packet, info *packet.OpcodeInfo) {
 		q.rcFatal(psn, packet.SyndromeNAKInvReq, WCRemInvReqErr, EventQPReqErr)
 		return
 	}
-	if needsWQE(info) && !q.takeWQE() {
+	if info.TakesRecvWQE() && !q.takeWQE() {
 		// Class B: RNR NAK; the PSN is not consumed, the requester waits
 		// and sends the packet again.
 		q.counters.SendRNRErr++
@@ -222,19 +222,6 @@ func (q *QP) accessOK(info *packet.OpcodeInfo) bool {
 		return true
 	}
 	return q.attr.AccessFlags&need != 0
-}
-
-// needsWQE reports whether the packet starts consuming a receive WQE: the
-// first packet of a SEND, and the packet of an RDMA WRITE carrying immediate
-// data (rxe's RXE_RWR_MASK).
-func needsWQE(info *packet.OpcodeInfo) bool {
-	switch info.Kind {
-	case packet.KindSend:
-		return info.Pos == packet.PosFirst || info.Pos == packet.PosOnly
-	case packet.KindWrite:
-		return info.Is(packet.HdrImmDt)
-	}
-	return false
 }
 
 // takeWQE attaches a receive WQE to the message, from the RQ or the SRQ,

@@ -36,7 +36,7 @@ func (q *QP) ucReceive(p *packet.Packet, info *packet.OpcodeInfo) {
 		q.ucDrop(&q.counters.DropAccess)
 		return
 	}
-	if needsWQE(info) && !q.takeWQE() {
+	if info.TakesRecvWQE() && !q.takeWQE() {
 		q.ucDrop(&q.counters.DropNoWQE)
 		return
 	}

@@ -167,20 +167,6 @@ func (s *session) hostRNRs() int {
 	return n
 }
 
-// takesRecv reports whether the peer's frame takes a receive WQE at the
-// host, as rxe's responder does: the first (or only) packet of a SEND, the
-// last (or only) of a WRITE with immediate data.
-func takesRecv(p *packet.Packet) bool {
-	info := p.Info()
-	switch info.Kind {
-	case packet.KindSend:
-		return info.Pos == packet.PosFirst || info.Pos == packet.PosOnly
-	case packet.KindWrite:
-		return info.Is(packet.HdrImmDt)
-	}
-	return false
-}
-
 // acceptedAt reports whether the host took the peer's frame i of the
 // flow, so that a receive must be there for it: the host's first
 // acknowledgement at or after the frame's PSN acknowledges it (an RNR NAK

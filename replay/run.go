@@ -262,7 +262,7 @@ func (s *session) walk(r *Result) {
 // its queue being empty then) and no receive was posted for that PSN yet.
 func (s *session) postRecvFor(i int) error {
 	p := &s.flow.Frames[i].Pkt
-	if !s.lazyRecv || !takesRecv(p) || s.recvTaken[p.BTH.PSN] || !s.acceptedAt(i) {
+	if !s.lazyRecv || !p.Info().TakesRecvWQE() || s.recvTaken[p.BTH.PSN] || !s.acceptedAt(i) {
 		return nil
 	}
 	if s.recvTaken == nil {
