@@ -20,25 +20,24 @@ const defaultRdAtomic = 16
 // (max_rd_atomic on the requester, max_dest_rd_atomic on the responder):
 // with less softroce's requester stops where the captured host went on.
 func rdAtomicDepth(frames []*Frame, addr netip.Addr, mtu int) (depth, at int) {
-	type req struct{ last uint32 }
-	var out []req
+	var out []uint32 // each outstanding request's last response PSN
 	for _, c := range frames {
 		p := &c.Pkt
 		k := p.Info().Kind
 		switch {
 		case c.Src == addr && (k == packet.KindReadRequest || k == packet.KindCompareSwap || k == packet.KindFetchAdd):
-			n := uint32(1)
+			n := 1
 			if k == packet.KindReadRequest {
-				n = uint32(max(1, (int(p.RETH.Length)+mtu-1)/mtu))
+				n = packet.ReadResponsePackets(p.RETH.Length, mtu)
 			}
-			out = append(out, req{(p.BTH.PSN + n - 1) & 0xFFFFFF})
+			out = append(out, (p.BTH.PSN+uint32(n)-1)&0xFFFFFF)
 			if len(out) > depth {
 				depth, at = len(out), c.No
 			}
 		case c.Dst == addr && isResponse(p):
 			keep := out[:0]
 			for _, r := range out {
-				if psnAfter(r.last, p.BTH.PSN) > 0 {
+				if packet.PSNDiff(r, p.BTH.PSN) > 0 {
 					keep = append(keep, r)
 				}
 			}

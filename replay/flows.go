@@ -284,7 +284,7 @@ func (f *Flow) Lossy() bool {
 		seen[c.Src] = true
 		n := uint32(1)
 		if p.Info().Kind == packet.KindReadRequest {
-			n = uint32(max(1, (int(p.RETH.Length)+int(pathMTU(f.Frames))-1)/int(pathMTU(f.Frames))))
+			n = uint32(packet.ReadResponsePackets(p.RETH.Length, int(pathMTU(f.Frames))))
 		}
 		next[c.Src] = (p.BTH.PSN + n) & 0xFFFFFF
 	}

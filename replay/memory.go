@@ -183,7 +183,7 @@ func (s *session) acceptedAt(i int) bool {
 			}
 			continue
 		}
-		if p := &a.Pkt; p.Info().Is(packet.HdrAETH) && psnAfter(p.BTH.PSN, psn) >= 0 {
+		if p := &a.Pkt; p.Info().Is(packet.HdrAETH) && packet.PSNDiff(p.BTH.PSN, psn) >= 0 {
 			return p.AETH.Syndrome.IsACK() || p.BTH.PSN != psn
 		}
 	}

@@ -51,9 +51,8 @@ func pathMTU(frames []*Frame) qp.MTU {
 // readResponds reports whether a read response with PSN psn answers the
 // read request m, given the path MTU.
 func readResponds(m *message, psn uint32, mtu qp.MTU) bool {
-	d := (psn - m.first.Pkt.BTH.PSN) & 0xFFFFFF
-	n := max(1, (int(m.first.Pkt.RETH.Length)+int(mtu)-1)/int(mtu))
-	return d < 1<<23 && int(d) < n
+	d := packet.PSNDiff(psn, m.first.Pkt.BTH.PSN)
+	return d >= 0 && int(d) < packet.ReadResponsePackets(m.first.Pkt.RETH.Length, int(mtu))
 }
 
 // firstSends drops the messages that are sent again (after a NAK, an RNR
@@ -65,7 +64,7 @@ func firstSends(ms []*message) []*message {
 	var newest uint32
 	for i, m := range ms {
 		psn := m.first.Pkt.BTH.PSN
-		if i > 0 && psnAfter(psn, newest) <= 0 {
+		if i > 0 && packet.PSNDiff(psn, newest) <= 0 {
 			continue
 		}
 		newest = psn

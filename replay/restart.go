@@ -71,11 +71,11 @@ func (c *Capture) restarts(f *Flow) []*Flow {
 		if reason == "" && req && d != nil && d.started {
 			psn := fr.Pkt.BTH.PSN
 			switch {
-			case psnAfter(psn, d.first) < 0:
+			case packet.PSNDiff(psn, d.first) < 0:
 				reason = fmt.Sprintf("frame %d: PSN %#06x before the run's first, %#06x: a new run", fr.No, psn, d.first)
-			case psnAfter(psn, d.newest) > maxPSNStride:
+			case packet.PSNDiff(psn, d.newest) > maxPSNStride:
 				reason = fmt.Sprintf("frame %d: PSN %#06x jumps from %#06x: a new run", fr.No, psn, d.newest)
-			case d.anyAck && psnAfter(psn, d.acked) <= 0 && fr.Time-f.Frames[i-1].Time >= restartGap:
+			case d.anyAck && packet.PSNDiff(psn, d.acked) <= 0 && fr.Time-f.Frames[i-1].Time >= restartGap:
 				reason = fmt.Sprintf("frame %d: PSN %#06x, acknowledged already, %v after the frame before: a new run",
 					fr.No, psn, fr.Time-f.Frames[i-1].Time)
 			}
@@ -90,7 +90,7 @@ func (c *Capture) restarts(f *Flow) []*Flow {
 			if fr.Src == f.A.Addr {
 				other = f.B.Addr
 			}
-			if od := dirs[other]; od != nil && (!od.anyAck || psnAfter(fr.Pkt.BTH.PSN, od.acked) > 0) {
+			if od := dirs[other]; od != nil && (!od.anyAck || packet.PSNDiff(fr.Pkt.BTH.PSN, od.acked) > 0) {
 				od.acked, od.anyAck = fr.Pkt.BTH.PSN, true
 			}
 		}
@@ -102,7 +102,7 @@ func (c *Capture) restarts(f *Flow) []*Flow {
 			psn := fr.Pkt.BTH.PSN
 			if !d.started {
 				d.first, d.newest, d.started = psn, psn, true
-			} else if psnAfter(psn, d.newest) > 0 {
+			} else if packet.PSNDiff(psn, d.newest) > 0 {
 				d.newest = psn
 			}
 		}
@@ -127,6 +127,3 @@ func (c *Capture) oobBetween(f *Flow, from, to int) int {
 	}
 	return 0
 }
-
-// psnAfter is how far PSN a is after b, in 24-bit serial arithmetic.
-func psnAfter(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
