@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -94,8 +95,8 @@ func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapp
 
 // systemMRMaps is the mappings the kernel lets the server make
 // (vm.max_map_count, 65,530 unless raised) less 8,192 for the server's own
-// (the Go runtime, libraries, queues), at least 1,024.
-func systemMRMaps() int64 {
+// (the Go runtime, libraries, queues), at least 1,024; read once.
+var systemMRMaps = sync.OnceValue(func() int64 {
 	limit := int64(65530)
 	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
 		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
@@ -103,4 +104,4 @@ func systemMRMaps() int64 {
 		}
 	}
 	return max(limit-8192, 1024)
-}
+})

@@ -48,9 +48,10 @@ func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
 
 // withinDevice reports whether sizes are within the device's maxima: a
 // request beyond them is the device's to refuse (EINVAL, as the kernel
-// checks the maxima before it allocates), not the quota's.
+// checks the maxima before it allocates), not the quota's, so it is
+// charged nothing.
 func withinDevice(wr, sge, maxWR, maxSGE int) bool {
-	return wr <= maxWR && sge <= maxSGE && wr >= 0 && sge >= 0
+	return wr <= maxWR && sge <= maxSGE
 }
 
 // queueWhat names a QP request for the log.

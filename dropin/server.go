@@ -188,35 +188,19 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) maxConnMRBytes() uint64 { return orU64(s.MaxConnMRBytes, DefaultMaxConnMRBytes) }
+// The limits in force: a field left 0 (or negative) takes its default.
+func (s *Server) maxConnMRBytes() uint64 { return orDefault(s.MaxConnMRBytes, DefaultMaxConnMRBytes) }
+func (s *Server) maxMRBytes() uint64     { return orDefault(s.MaxMRBytes, DefaultMaxMRBytes) }
 func (s *Server) maxConnQueueBytes() int64 {
-	return int64(orU64(uint64(max(s.MaxConnQueueBytes, 0)), DefaultMaxConnQueueBytes))
+	return orDefault(s.MaxConnQueueBytes, DefaultMaxConnQueueBytes)
 }
-func (s *Server) maxQueueBytes() int64 {
-	return int64(orU64(uint64(max(s.MaxQueueBytes, 0)), DefaultMaxQueueBytes))
-}
-func (s *Server) maxConnMRMaps() int64 {
-	if s.MaxConnMRMaps > 0 {
-		return s.MaxConnMRMaps
-	}
-	return DefaultMaxConnMRMaps
-}
-func (s *Server) maxMRMaps() int64 {
-	if s.MaxMRMaps > 0 {
-		return s.MaxMRMaps
-	}
-	return systemMRMaps()
-}
-func (s *Server) maxConns() int {
-	if s.MaxConns > 0 {
-		return s.MaxConns
-	}
-	return DefaultMaxConns
-}
-func (s *Server) maxMRBytes() uint64 { return orU64(s.MaxMRBytes, DefaultMaxMRBytes) }
+func (s *Server) maxQueueBytes() int64 { return orDefault(s.MaxQueueBytes, DefaultMaxQueueBytes) }
+func (s *Server) maxConnMRMaps() int64 { return orDefault(s.MaxConnMRMaps, DefaultMaxConnMRMaps) }
+func (s *Server) maxMRMaps() int64     { return orDefault(s.MaxMRMaps, systemMRMaps()) }
+func (s *Server) maxConns() int        { return orDefault(s.MaxConns, DefaultMaxConns) }
 
-func orU64(v, def uint64) uint64 {
-	if v == 0 {
+func orDefault[T int | int64 | uint64](v, def T) T {
+	if v <= 0 {
 		return def
 	}
 	return v

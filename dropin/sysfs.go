@@ -16,7 +16,7 @@ import (
 // device's sysfs view: the directory the drop-in's ibv_get_sysfs_path
 // returns, holding class/infiniband/DEV and class/infiniband_verbs/uverbsN
 // as the kernel's /sys does for rxe, and dev/infiniband/uverbsN as the
-// mount points of the device files (see View). The library derives the same
+// mount points of the device files (see EnterView). The library derives the same
 // name from the socket path.
 func SysfsDir(sock string) string { return sock + ".sys" }
 

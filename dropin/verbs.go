@@ -96,7 +96,7 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 		ch = cc.ch
 	}
 	var bytes int64
-	if withinDevice(cqe, 0, c.ctx.QueryDevice().MaxCQE, 0) {
+	if cqe <= c.ctx.QueryDevice().MaxCQE {
 		bytes = verbsapi.CQQueueBytes(cqe)
 	}
 	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
@@ -338,10 +338,8 @@ func (c *conn) modifyQP(b []byte) syscall.Errno {
 func (c *conn) warnUnreachable(qpn uint32, dgid netip.Addr, destQPN uint32, connected bool) {
 	dev := c.d.Device.RXE()
 	if connected && dev.GIDIndex(dgid) >= 0 {
-		for _, q := range dev.QPs() {
-			if q.QPN == destQPN {
-				return
-			}
+		if dev.HasQP(destQPN) {
+			return
 		}
 		c.d.logf("program pid %d: QP %d: its destination %s is %s's own address, where no QP %d exists: "+
 			"the peer is on another device with the same address (another daemon, or softroce run --private) "+

@@ -32,6 +32,14 @@ type QPInfo struct {
 	PathMTU qp.MTU
 }
 
+// HasQP reports whether the device has a QP numbered qpn.
+func (d *Device) HasQP(qpn uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.qps[qpn]
+	return ok
+}
+
 // QPs lists the device's QPs in QPN order.
 func (d *Device) QPs() []QPInfo {
 	d.mu.Lock()

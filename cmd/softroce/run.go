@@ -109,18 +109,16 @@ It exits with PROGRAM's status.`,
 			}
 			defer stop()
 		}
-		prog := programCmd(args, sock, !noView)
-		prog.Stdin = os.Stdin
-		prog.Stdout = cmd.OutOrStdout()
-		prog.Stderr = cmd.ErrOrStderr()
-		prog.Env = dropin.Env(os.Environ(), libDir, sock)
-		err = prog.Start()
-		if err != nil && prog.SysProcAttr != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
-			prog = programCmd(args, sock, false)
+		start := func(view bool) (*exec.Cmd, error) {
+			prog := programCmd(args, sock, view)
 			prog.Stdin, prog.Stdout, prog.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			prog.Env = dropin.Env(os.Environ(), libDir, sock)
-			err = prog.Start()
+			return prog, prog.Start()
+		}
+		prog, err := start(!noView)
+		if err != nil && prog.SysProcAttr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
+			prog, err = start(false)
 		}
 		if err == nil {
 			err = prog.Wait()
