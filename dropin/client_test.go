@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -25,6 +27,43 @@ type testClient struct {
 	local *conn
 	// reason is the reason text of the last failed answer, if it had one.
 	reason string
+	// rings are the client's CQs' shared rings, by CQ handle.
+	rings map[uint32]*testRing
+}
+
+// testRing reads a CQ's shared ring (struct sr_cq_ring) as the library
+// does.
+type testRing struct {
+	mem     []byte
+	n, cons uint32
+}
+
+func mapTestRing(t *testing.T, fd int, entries uint32) *testRing {
+	t.Helper()
+	require.GreaterOrEqual(t, fd, 0, "a CQ's answer carries its ring")
+	mem, err := unix.Mmap(fd, 0, cqRingBytes(int(entries)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return &testRing{mem: mem, n: entries}
+}
+
+func (r *testRing) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+
+// take consumes up to max completions, passing each to f (when not nil),
+// and returns how many.
+func (r *testRing) take(max int, f func(wireWC)) int {
+	k := 0
+	for ; k < max && r.cons != atomic.LoadUint32(r.word(cqRingProd)); k++ {
+		if f != nil {
+			off := cqRingHeader + int(r.cons%r.n)*sizeWC
+			var wc wireWC
+			decode(r.mem[off:off+sizeWC], &wc)
+			f(wc)
+		}
+		r.cons++
+	}
+	atomic.StoreUint32(r.word(cqRingCons), r.cons)
+	return k
 }
 
 // localClient is a client without a socket.
@@ -154,8 +193,12 @@ func (c *testClient) handle(op uint32, req []byte) uint32 {
 func (c *testClient) createCQ(cqe, channel uint32) uint32 {
 	c.t.Helper()
 	var r wireCQ
-	c.do(opCreateCQ, enc(wireCreateCQ{CQE: cqe, Channel: channel}), &r)
+	fd := c.do(opCreateCQ, enc(wireCreateCQ{CQE: cqe, Channel: channel}), &r)
 	require.GreaterOrEqual(c.t, r.CQE, cqe)
+	if c.rings == nil {
+		c.rings = map[uint32]*testRing{}
+	}
+	c.rings[r.Handle] = mapTestRing(c.t, fd, r.CQE)
 	return r.Handle
 }
 
@@ -217,14 +260,10 @@ func recvBody(h uint32, id uint64, sges ...wireSGE) []byte {
 func (c *testClient) poll(cq uint32) []wireWC {
 	c.t.Helper()
 	var wcs []wireWC
+	ring := c.rings[cq]
+	require.NotNil(c.t, ring, "cq %d", cq)
 	require.Eventually(c.t, func() bool {
-		_, body, _ := c.call(opPollCQ, enc(wirePollCQ{Handle: cq, Max: 16}))
-		for len(body) >= sizeWC {
-			var wc wireWC
-			require.True(c.t, decode(body[:sizeWC], &wc))
-			wcs = append(wcs, wc)
-			body = body[sizeWC:]
-		}
+		ring.take(16, func(wc wireWC) { wcs = append(wcs, wc) })
 		return len(wcs) > 0
 	}, 10*time.Second, time.Millisecond)
 	return wcs

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -23,8 +25,10 @@ type conn struct {
 	ctx *verbsapi.Context // the program's own verbs context
 	pid int32             // the program's, for log lines
 	w   *wire
-	// outFD is the descriptor to send with the current answer, or -1.
-	outFD int
+	// outFD is the descriptor to send with the current answer, or -1;
+	// with ownOut the connection closes it once sent (releaseOut).
+	outFD  int
+	ownOut bool
 
 	// mu guards the tables and the event queues: the serve goroutine
 	// holds it for a whole call, event goroutines briefly.
@@ -71,10 +75,11 @@ type connMR struct {
 
 type connCQ struct {
 	cq          *verbsapi.CQ
-	bytes       int64  // queue memory charged (queuelimit.go)
-	channel     uint32 // comp channel handle, or srNone
-	compEvents  uint32 // delivered by GET_CQ_EVENT
-	asyncEvents uint32 // delivered by GET_ASYNC_EVENT
+	ring        *cqRing // where the device writes its completions
+	bytes       int64   // queue memory charged (queuelimit.go)
+	channel     uint32  // comp channel handle, or srNone
+	compEvents  uint32  // delivered by GET_CQ_EVENT
+	asyncEvents uint32  // delivered by GET_ASYNC_EVENT
 }
 
 type connQP struct {
@@ -162,17 +167,33 @@ func (d *Server) serve(uc *net.UnixConn) {
 				}
 			}
 		}
-		if err := c.w.send(errno, fd); err != nil {
+		err = c.w.send(errno, fd)
+		c.releaseOut()
+		if err != nil {
 			return
 		}
 	}
+}
+
+// sendFD makes fd, the connection's own, go with the current answer; it
+// is closed once sent, or unsent by a failure, at the latest by the next
+// call.
+func (c *conn) sendFD(fd int) { c.outFD, c.ownOut = fd, true }
+
+// releaseOut forgets the answer's descriptor, closing it when it was the
+// connection's own (sendFD) rather than borrowed.
+func (c *conn) releaseOut() {
+	if c.ownOut && c.outFD >= 0 {
+		unix.Close(c.outFD)
+	}
+	c.outFD, c.ownOut = -1, false
 }
 
 // run runs one call under c.mu. A panic in a handler is a daemon bug; it
 // costs the one client its connection (and its objects), not the daemon.
 func (c *conn) run(r *request) (errno syscall.Errno, err error) {
 	c.w.reset()
-	c.outFD = -1
+	c.releaseOut()
 	c.reason = nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -338,8 +359,13 @@ func (c *conn) cleanup() {
 		}
 		delete(c.mrs, h)
 	}
+	var rings []*cqRing // of CQs not destroyed yet: unmapped after Close
 	for h, cq := range c.cqs {
-		cq.cq.Destroy()
+		if cq.cq.Destroy() == nil {
+			cq.ring.unmap()
+		} else {
+			rings = append(rings, cq.ring)
+		}
 		c.owners.drop(cq.cq)
 		delete(c.cqs, h)
 	}
@@ -351,6 +377,7 @@ func (c *conn) cleanup() {
 		pd.Dealloc()
 		delete(c.pds, h)
 	}
+	c.releaseOut()
 	c.async.close()
 	if c.cm != nil {
 		c.cm.close(c)
@@ -358,6 +385,9 @@ func (c *conn) cleanup() {
 	// Whatever the loops above could not destroy (a destroy that failed),
 	// the context's Close takes with it.
 	c.ctx.Close()
+	for _, r := range rings {
+		r.unmap()
+	}
 	c.d.queueBytes.Add(-c.queueBytes)
 	c.queueBytes = 0
 }

@@ -14,6 +14,12 @@
 // protocol version it speaks and a server of another version refuses it by
 // name.
 //
+// Completions are shared too (cqring.go): every CQ is a ring in a sealed
+// memfd that the daemon sends with CREATE_CQ's answer and both sides map.
+// The device writes each completion into it as it happens, and
+// ibv_poll_cq reads it without a call, as a kernel provider reads its
+// mapped CQ. Posts are still calls.
+//
 // Registered memory is shared, not copied: ibv_reg_mr moves the region's
 // pages into sealed memfds mapped at the same addresses in the program,
 // passes them to the server (SCM_RIGHTS), and the server maps the same

@@ -61,7 +61,7 @@ func FuzzDaemonCMCalls(f *testing.F) {
 			in = in[2+n:]
 			_, err := c.run(&r)
 			require.NoError(t, err)
-			if c.outFD >= 0 {
+			if c.outFD >= 0 && !c.ownOut {
 				c.outFD = -1 // the eventfd stays the channel's
 			}
 		}

@@ -28,7 +28,7 @@ const (
 	srMaxReason = 256
 	// srProtoVersion is SR_PROTO_VERSION: a LIST carrying another one is
 	// refused with EPROTONOSUPPORT.
-	srProtoVersion = 4
+	srProtoVersion = 5
 )
 
 // Operations (enum sr_op).
@@ -457,25 +457,32 @@ func (w *wire) send(status syscall.Errno, fd int) error {
 
 // putWC appends one struct sr_wc.
 func (w *wire) putWC(wc *verbsapi.WC) {
-	b := w.out
-	b = binary.LittleEndian.AppendUint64(b, wc.ID)
-	b = binary.LittleEndian.AppendUint32(b, uint32(wc.Status))
-	b = binary.LittleEndian.AppendUint32(b, uint32(wc.Opcode))
-	b = binary.LittleEndian.AppendUint32(b, wc.VendorErr)
-	b = binary.LittleEndian.AppendUint32(b, wc.ByteLen)
+	n := len(w.out)
+	w.out = append(w.out, make([]byte, sizeWC)...)
+	encodeWC(w.out[n:], wc)
+}
+
+// encodeWC writes wc as one struct sr_wc into b[0:sizeWC].
+func encodeWC(b []byte, wc *verbsapi.WC) {
+	le := binary.LittleEndian
+	_ = b[sizeWC-1]
+	le.PutUint64(b[0:], wc.ID)
+	le.PutUint32(b[8:], uint32(wc.Status))
+	le.PutUint32(b[12:], uint32(wc.Opcode))
+	le.PutUint32(b[16:], wc.VendorErr)
+	le.PutUint32(b[20:], wc.ByteLen)
 	// imm_data is __be32: the program reads the wire's bytes as they
 	// are. invalidated_rkey (sharing the field) is a host-order number.
 	if wc.Flags&verbsapi.WCWithInv != 0 {
-		b = binary.LittleEndian.AppendUint32(b, wc.Imm)
+		le.PutUint32(b[24:], wc.Imm)
 	} else {
-		b = binary.BigEndian.AppendUint32(b, wc.Imm)
+		binary.BigEndian.PutUint32(b[24:], wc.Imm)
 	}
-	b = binary.LittleEndian.AppendUint32(b, wc.QPN)
-	b = binary.LittleEndian.AppendUint32(b, wc.SrcQP)
-	b = binary.LittleEndian.AppendUint32(b, uint32(wc.Flags))
+	le.PutUint32(b[28:], wc.QPN)
+	le.PutUint32(b[32:], wc.SrcQP)
+	le.PutUint32(b[36:], uint32(wc.Flags))
 	// pkey_index, slid, sl, dlid_path_bits, pad: all zero on RoCE.
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
-	w.out = b
+	clear(b[40:48])
 }
 
 // getSGE decodes one struct sr_sge at b[0:16].

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -102,17 +104,39 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
 		return errno
 	}
+	ring, fd, errno := c.newRing(cqe)
+	if errno != 0 {
+		c.releaseQueue(bytes)
+		return errno
+	}
 	// comp_vector picks an interrupt vector: softroce has none to pick.
-	cq, err := c.ctx.CreateCQ(cqe, ch)
+	cq, err := c.ctx.CreateRingCQ(cqe, ch, ring)
 	if err != nil {
+		ring.unmap()
+		unix.Close(fd)
 		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
 	h := c.handle()
-	c.cqs[h] = &connCQ{cq: cq, channel: r.Channel, bytes: bytes}
+	c.cqs[h] = &connCQ{cq: cq, ring: ring, channel: r.Channel, bytes: bytes}
 	c.owners.add(cq, c, h)
+	c.sendFD(fd)
 	c.w.put(wireCQ{Handle: h, CQE: uint32(cq.Depth())})
 	return 0
+}
+
+// newRing makes the shared ring of a CQ of cqe entries (cqring.go), once
+// cqe is known to be a depth the device grants.
+func (c *conn) newRing(cqe int) (*cqRing, int, syscall.Errno) {
+	if max := c.ctx.QueryDevice().MaxCQE; cqe < 1 || cqe > max {
+		return nil, -1, c.refuse(syscall.EINVAL, "cq of %d entries: the device's CQs hold 1..%d", cqe, max)
+	}
+	ring, fd, err := newCQRing(cqe)
+	if err != nil {
+		c.reason = err
+		return nil, -1, errnoOf(err)
+	}
+	return ring, fd, 0
 }
 
 func (c *conn) destroyCQ(b []byte) syscall.Errno {
@@ -124,6 +148,7 @@ func (c *conn) destroyCQ(b []byte) syscall.Errno {
 	if err := cq.cq.Destroy(); err != nil {
 		return c.errnoOf(err)
 	}
+	cq.ring.unmap()
 	c.owners.drop(cq.cq)
 	delete(c.cqs, h)
 	c.releaseQueue(cq.bytes)
@@ -144,11 +169,36 @@ func (c *conn) resizeCQ(b []byte) syscall.Errno {
 	if !ok {
 		return syscall.EINVAL
 	}
-	cq := c.cqs[r.Handle].cq
-	if err := cq.Resize(cqe); err != nil {
+	ccq := c.cqs[r.Handle]
+	// The program drained the old ring before asking; what arrives until
+	// the switch it reads from the old ring after the answer.
+	if ccq.ring.Len() > cqe {
+		return syscall.EINVAL
+	}
+	bytes := verbsapi.CQQueueBytes(cqe)
+	if cqe > c.ctx.QueryDevice().MaxCQE {
+		bytes = 0
+	}
+	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
+		return errno
+	}
+	ring, fd, errno := c.newRing(cqe)
+	if errno != 0 {
+		c.releaseQueue(bytes)
+		return errno
+	}
+	if err := ccq.cq.ResizeRing(cqe, ring); err != nil {
+		ring.unmap()
+		unix.Close(fd)
+		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
-	c.w.put(wireCQ{Handle: r.Handle, CQE: uint32(cq.Depth())})
+	ccq.ring.unmap()
+	ccq.ring = ring
+	c.releaseQueue(ccq.bytes)
+	ccq.bytes = bytes
+	c.sendFD(fd)
+	c.w.put(wireCQ{Handle: r.Handle, CQE: uint32(ccq.cq.Depth())})
 	return 0
 }
 

@@ -7,6 +7,8 @@ package qp
 type CQ struct {
 	ring       []WC
 	head, n    int
+	ext        CQRing // when set, completions go there, not to ring
+	depth      int    // of ext
 	overflowed bool
 	armed      bool
 	solicited  bool
@@ -25,11 +27,37 @@ func NewCQ(depth int) *CQ {
 	return &CQ{ring: make([]WC, depth)}
 }
 
+// CQRing is where a CQ's completions go when their consumer is outside the
+// engine: a ring in memory shared with a program, the way a NIC writes its
+// CQEs into host memory, so that polling takes no call into the device.
+// The CQ then keeps no completions of its own and Poll finds none.
+type CQRing interface {
+	// Put stores one completion, or reports false when the ring is full.
+	Put(wc WC) bool
+	// Len returns how many completions wait in the ring.
+	Len() int
+}
+
+// NewRingCQ returns a CQ of depth completions that go to ring.
+func NewRingCQ(depth int, ring CQRing) *CQ {
+	return &CQ{ext: ring, depth: max(depth, 1)}
+}
+
 // Depth returns how many completions the CQ holds.
-func (c *CQ) Depth() int { return len(c.ring) }
+func (c *CQ) Depth() int {
+	if c.ext != nil {
+		return c.depth
+	}
+	return len(c.ring)
+}
 
 // Len returns how many completions are waiting.
-func (c *CQ) Len() int { return c.n }
+func (c *CQ) Len() int {
+	if c.ext != nil {
+		return c.ext.Len()
+	}
+	return c.n
+}
 
 // Overflowed reports whether the CQ has overflowed.
 func (c *CQ) Overflowed() bool { return c.overflowed }
@@ -43,23 +71,34 @@ func (c *CQ) Arm(solicitedOnly bool) {
 
 // push appends a completion. It reports false on overflow.
 func (c *CQ) push(wc *WC, solicited bool) bool {
-	if c.overflowed || c.n == len(c.ring) {
-		if !c.overflowed {
-			c.overflowed = true
-			if c.Events != nil {
-				c.Events(Event{Type: EventCQErr})
-			}
+	if !c.overflowed && !c.store(wc) {
+		c.overflowed = true
+		if c.Events != nil {
+			c.Events(Event{Type: EventCQErr})
 		}
+	}
+	if c.overflowed {
 		return false
 	}
-	c.ring[(c.head+c.n)%len(c.ring)] = *wc
-	c.n++
 	if c.armed && (!c.solicited || solicited || wc.Status != WCSuccess) {
 		c.armed = false
 		if c.Notify != nil {
 			c.Notify()
 		}
 	}
+	return true
+}
+
+// store puts wc in the ring, or reports false when it is full.
+func (c *CQ) store(wc *WC) bool {
+	if c.ext != nil {
+		return c.ext.Put(*wc)
+	}
+	if c.n == len(c.ring) {
+		return false
+	}
+	c.ring[(c.head+c.n)%len(c.ring)] = *wc
+	c.n++
 	return true
 }
 
@@ -79,6 +118,9 @@ func (c *CQ) Poll(out []WC) int {
 // Resize changes the depth, keeping waiting completions. It fails when more
 // completions wait than the new depth holds.
 func (c *CQ) Resize(depth int) bool {
+	if c.ext != nil {
+		return false // a ring's owner resizes with SetRing
+	}
 	if depth < c.n || depth < 1 {
 		return false
 	}
@@ -87,5 +129,17 @@ func (c *CQ) Resize(depth int) bool {
 		r[i] = c.ring[(c.head+i)%len(c.ring)]
 	}
 	c.ring, c.head = r, 0
+	return true
+}
+
+// SetRing moves a ring CQ to a new ring of depth completions (the resize
+// of a CQ whose ring is shared memory: a new ring replaces the old, whose
+// waiting completions its consumer still reads). It fails when the CQ is
+// not a ring CQ or depth is below 1.
+func (c *CQ) SetRing(depth int, ring CQRing) bool {
+	if c.ext == nil || ring == nil || depth < 1 {
+		return false
+	}
+	c.ext, c.depth = ring, depth
 	return true
 }

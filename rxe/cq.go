@@ -22,6 +22,13 @@ type CQ struct {
 // CreateCQ creates a completion queue holding depth completions
 // (1 .. MaxCQE), as ibv_create_cq.
 func (d *Device) CreateCQ(depth int) (*CQ, error) {
+	return d.CreateRingCQ(depth, nil)
+}
+
+// CreateRingCQ creates a completion queue of depth completions that go to
+// ring (see qp.CQRing), or with a nil ring one that keeps them for Poll.
+// The device writes into the ring under its lock, as a NIC writes CQEs.
+func (d *Device) CreateRingCQ(depth int, ring qp.CQRing) (*CQ, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if depth < 1 || depth > MaxCQE {
@@ -30,7 +37,11 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if d.cqs >= MaxCQ {
 		return nil, fmt.Errorf("create cq on %s: %w", d.name, ErrLimit)
 	}
-	c := &CQ{d: d, cq: qp.NewCQ(depth), handle: d.nextHandle(), c: make(chan struct{}, 1)}
+	q := qp.NewCQ(depth)
+	if ring != nil {
+		q = qp.NewRingCQ(depth, ring)
+	}
+	c := &CQ{d: d, cq: q, handle: d.nextHandle(), c: make(chan struct{}, 1)}
 	c.cq.Notify = c.notify
 	c.cq.Events = func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, CQ: c}) }
 	d.cqs++
@@ -113,6 +124,23 @@ func (c *CQ) Resize(depth int) error {
 	}
 	if !c.cq.Resize(depth) {
 		return fmt.Errorf("resize cq %d to %d: %d completions wait: %w", c.handle, depth, c.cq.Len(), ErrInvalid)
+	}
+	return nil
+}
+
+// SetRing moves a ring CQ to a new ring of depth completions (its resize):
+// after it returns the device writes only to the new ring.
+func (c *CQ) SetRing(depth int, ring qp.CQRing) error {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	if c.dead {
+		return fmt.Errorf("resize cq %d: %w", c.handle, ErrDestroyed)
+	}
+	if depth < 1 || depth > MaxCQE {
+		return fmt.Errorf("resize cq %d to %d: outside 1..%d: %w", c.handle, depth, MaxCQE, ErrInvalid)
+	}
+	if !c.cq.SetRing(depth, ring) {
+		return fmt.Errorf("resize cq %d: not a ring CQ: %w", c.handle, ErrInvalid)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/softroce/softroce/qp"
 	"github.com/softroce/softroce/rxe"
 )
 
@@ -22,6 +23,17 @@ type CQ struct {
 // (ibv_create_cq). With a channel, notifications requested with ReqNotify
 // arrive on the channel (GetEvent); without, on the CQ itself (Wait).
 func (c *Context) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	return c.CreateRingCQ(cqe, ch, nil)
+}
+
+// CQRing is storage for completions outside the device, such as a ring in
+// memory shared with another process (see qp.CQRing).
+type CQRing = qp.CQRing
+
+// CreateRingCQ creates a completion queue whose completions the device
+// writes into ring rather than keeping them for Poll: the drop-in's CQs,
+// whose rings programs read without a call. A nil ring is CreateCQ.
+func (c *Context) CreateRingCQ(cqe int, ch *CompChannel, ring CQRing) (*CQ, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check("create cq"); err != nil {
@@ -35,7 +47,7 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 			return nil, fmt.Errorf("create cq on %s: completion channel: %w", c.dev.Name(), ErrDestroyed)
 		}
 	}
-	rcq, err := c.dev.CreateCQ(cqe)
+	rcq, err := c.dev.CreateRingCQ(cqe, ring)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +150,10 @@ func (cq *CQ) PollWait(ctx context.Context, wc []WC) (int, error) {
 
 // Resize changes the CQ's depth (ibv_resize_cq).
 func (cq *CQ) Resize(cqe int) error { return cq.cq.Resize(cqe) }
+
+// ResizeRing moves a ring CQ to a new ring of cqe completions; once it
+// returns, completions go only to the new ring.
+func (cq *CQ) ResizeRing(cqe int, ring CQRing) error { return cq.cq.SetRing(cqe, ring) }
 
 // Destroy destroys the CQ (ibv_destroy_cq); it fails with ErrBusy while a
 // QP uses it.

@@ -36,6 +36,7 @@ struct sr_context {
 	struct sr_obj *objs;
 	int nobjs, capobjs;
 	struct srl_chan *chans;    /* under lock: woken when the daemon dies */
+	int64_t checked_ns;        /* when sr_ctx_alive last looked (racy: a hint) */
 };
 
 /* srl_chan: a completion channel; fd is the daemon's eventfd. next links
@@ -49,14 +50,19 @@ struct srl_chan {
 #define SRL_CQ_BATCH 16
 
 /* srl_cq: every CQ is an ibv_cq_ex (an ibv_cq is its prefix), so that
- * ibv_cq_ex_to_cq and the start_poll family work on any of them. cache is a
- * ring of completions taken from the daemon and not yet consumed: those
- * start_poll/next_poll fetched in a batch, and those a modify to RESET of
- * another QP drained while removing its own (sr_cq_clean). Both pollers take
- * from it first, so nothing is lost or reordered. */
+ * ibv_cq_ex_to_cq and the start_poll family work on any of them. ring is
+ * the daemon's shared ring (struct sr_cq_ring), entries long, of which
+ * cons have been consumed. cache holds completions taken from the ring and
+ * not yet consumed: those a modify to RESET of another QP drained while
+ * removing its own (sr_cq_clean), and those a resize moved out of the old
+ * ring. Both pollers take from it first, so nothing is lost or
+ * reordered. */
 struct srl_cq {
 	struct ibv_cq_ex cq;
 	pthread_mutex_t poll_lock;
+	struct sr_cq_ring *ring;
+	size_t ring_bytes;
+	uint32_t entries, cons;
 	struct sr_wc *cache;
 	int head, n, cap; /* cap: SRL_CQ_BATCH, or more after sr_cq_clean */
 	struct sr_wc cur; /* the completion start_poll/next_poll made current */
@@ -103,6 +109,11 @@ int sr_ctx_call(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t
 int sr_ctx_callx(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t len,
 		 const int *fds, int nfds, void *out, uint32_t outlen,
 		 uint32_t *got, int *fd_out);
+/* sr_ctx_alive: a cheap check, for pollers that make no calls, that ctx's
+ * daemon is still there: at most every 100 ms it looks at the socket; a
+ * daemon found gone is treated as a call that failed with EPIPE. Returns 0
+ * when the daemon is gone. */
+int sr_ctx_alive(struct ibv_context *ctx);
 /* sr_ctx_gone: err (from a call on ctx) means the daemon is gone. Destroy
  * verbs then free the object locally and succeed, as after the removal of
  * a kernel device: the daemon has dropped everything the context owned. */

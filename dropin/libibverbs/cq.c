@@ -1,8 +1,12 @@
-/* cq.c: completion queues, polled through the daemon (POLL_CQ), both as
+/* cq.c: completion queues, polled from the ring the daemon shares with the
+ * library (struct sr_cq_ring in proto.h) without a system call, both as
  * ibv_poll_cq and as the ibv_cq_ex start_poll/next_poll/end_poll family. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "context.h"
 
@@ -33,66 +37,71 @@ static void wc_from_wire(struct ibv_wc *wc, const struct sr_wc *w)
 	wc->dlid_path_bits = w->dlid_path_bits;
 }
 
-/* poll_wire asks the daemon for up to max completions; returns how many or
- * a negative errno value. */
-static int poll_wire(struct ibv_cq *cq, struct sr_wc *out, uint32_t max)
+/* ring_take moves up to max completions from the ring to out, oldest
+ * first, and returns how many: the daemon publishes prod after the entry's
+ * bytes, and gets the slots back when cons moves past them. */
+static int ring_take(struct srl_cq *cq, struct sr_wc *out, uint32_t max)
 {
-	struct sr_poll_cq req = { cq->handle, max };
-	uint32_t got;
-	int err;
+	struct sr_cq_ring *r = cq->ring;
+	uint32_t avail = __atomic_load_n(&r->prod, __ATOMIC_ACQUIRE) - cq->cons;
+	uint32_t i, k = cq->cons % cq->entries;
 
-	err = sr_ctx_callx(cq->context, SR_OP_POLL_CQ, &req, sizeof(req), NULL, 0,
-			   out, max * sizeof(*out), &got, NULL);
-	if (err)
-		return -err;
-	if (got % sizeof(*out))
-		return -EPROTO;
-	return got / sizeof(*out);
+	if (avail > max)
+		avail = max;
+	for (i = 0; i < avail; i++) {
+		memcpy(&out[i], &r->wc[k], sizeof(out[i]));
+		if (++k == cq->entries)
+			k = 0;
+	}
+	if (avail) {
+		cq->cons += avail;
+		__atomic_store_n(&r->cons, cq->cons, __ATOMIC_RELEASE);
+	}
+	return avail;
+}
+
+/* empty_result is what a poll that found nothing returns: 0, or -1 with
+ * errno EOVERFLOW once an overflowed CQ is empty (completions were lost),
+ * or EPIPE once the daemon is gone (nothing more will come). */
+static int empty_result(struct srl_cq *cq)
+{
+	if (__atomic_load_n(&cq->ring->flags, __ATOMIC_RELAXED) & SR_CQ_RING_OVERFLOW)
+		return errno = EOVERFLOW, -1;
+	if (!sr_ctx_alive(cq->cq.context))
+		return errno = EPIPE, -1;
+	return 0;
 }
 
 /* The wire's completion is as big as struct ibv_wc (a fixed ABI), so
- * sr_poll_cq receives the daemon's straight into the caller's array and
+ * sr_poll_cq copies the ring's straight into the caller's array and
  * decodes each in place. */
-#define POLL_BATCH 64 /* completions asked of the daemon per call */
-
 _Static_assert(sizeof(struct sr_wc) == sizeof(struct ibv_wc),
 	       "struct sr_wc and struct ibv_wc differ in size");
 
-/* sr_poll_cq is ibv_poll_cq: completions in the cache first,
- * then the daemon's, in batches. Returns the number, or -1 (errno set). */
+/* sr_poll_cq is ibv_poll_cq: completions in the cache first, then the
+ * ring's. Returns the number, or -1 (errno set). */
 int sr_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct srl_cq *cq = to_lcq(ibcq);
 	int done = 0, n, i;
 
+	if (num_entries <= 0)
+		return 0;
 	pthread_mutex_lock(&cq->poll_lock);
 	while (done < num_entries && cq->n > 0) {
 		wc_from_wire(&wc[done++], &cq->cache[cq->head]);
 		cq->head = (cq->head + 1) % cq->cap;
 		cq->n--;
 	}
-	while (done < num_entries) {
-		int want = num_entries - done;
+	n = ring_take(cq, (struct sr_wc *)&wc[done], num_entries - done);
+	for (i = 0; i < n; i++, done++) {
+		struct sr_wc w;
 
-		if (want > POLL_BATCH)
-			want = POLL_BATCH;
-		n = poll_wire(ibcq, (struct sr_wc *)&wc[done], want);
-		if (n < 0) {
-			pthread_mutex_unlock(&cq->poll_lock);
-			if (done)
-				return done;
-			errno = -n;
-			return -1;
-		}
-		for (i = 0; i < n; i++, done++) {
-			struct sr_wc w;
-
-			memcpy(&w, &wc[done], sizeof(w));
-			wc_from_wire(&wc[done], &w);
-		}
-		if (n < want)
-			break;
+		memcpy(&w, &wc[done], sizeof(w));
+		wc_from_wire(&wc[done], &w);
 	}
+	if (!done)
+		done = empty_result(cq);
 	pthread_mutex_unlock(&cq->poll_lock);
 	return done;
 }
@@ -108,20 +117,14 @@ int sr_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 static int ex_next(struct ibv_cq_ex *ex)
 {
 	struct srl_cq *cq = (struct srl_cq *)ex;
-	int n;
 
-	if (cq->n == 0) {
-		n = poll_wire(ibv_cq_ex_to_cq(ex), cq->cache, SRL_CQ_BATCH);
-		if (n < 0)
-			return -n;
-		if (n == 0)
-			return ENOENT;
-		cq->head = 0;
-		cq->n = n;
+	if (cq->n > 0) {
+		cq->cur = cq->cache[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->n--;
+	} else if (!ring_take(cq, &cq->cur, 1)) {
+		return empty_result(cq) ? errno : ENOENT;
 	}
-	cq->cur = cq->cache[cq->head];
-	cq->head = (cq->head + 1) % cq->cap;
-	cq->n--;
 	ex->wr_id = cq->cur.wr_id;
 	ex->status = cq->cur.status;
 	return 0;
@@ -147,16 +150,32 @@ static int cache_push(struct srl_cq *cq, const struct sr_wc *w)
 	return 0;
 }
 
+/* drain_ring moves everything in the ring to the cache, less QP qpn's
+ * completions when qpn is not SR_NONE (0 or an errno value). */
+static int drain_ring(struct srl_cq *cq, uint32_t qpn)
+{
+	struct sr_wc buf[64];
+	int i, n, err = 0;
+
+	do {
+		n = ring_take(cq, buf, sizeof(buf) / sizeof(buf[0]));
+		for (i = 0; i < n && !err; i++)
+			if (qpn == SR_NONE || buf[i].qp_num != qpn)
+				err = cache_push(cq, &buf[i]);
+	} while (!err && n == (int)(sizeof(buf) / sizeof(buf[0])));
+	return err;
+}
+
 /* sr_cq_clean removes QP qpn's completions from the CQ, as rdma-core's
  * mlx4/mlx5 providers do when a QP goes to RESET: a QP brought back from
  * ERR must not find its old flushed WRs ahead of its new completions. The
- * daemon's queue cannot be edited, so everything in it moves to the cache,
- * less qpn's; the other QPs' completions keep their order. */
+ * ring's slots belong to the daemon once consumed, so everything in it
+ * moves to the cache, less qpn's; the other QPs' completions keep their
+ * order. */
 int sr_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 {
 	struct srl_cq *cq = to_lcq(ibcq);
-	struct sr_wc buf[64];
-	int i, n, kept = 0, err = 0;
+	int i, kept = 0, err;
 
 	pthread_mutex_lock(&cq->poll_lock);
 	for (i = 0; i < cq->n; i++) {
@@ -166,18 +185,35 @@ int sr_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 			cq->cache[(cq->head + kept++) % cq->cap] = w;
 	}
 	cq->n = kept;
-	do {
-		n = poll_wire(ibcq, buf, sizeof(buf) / sizeof(buf[0]));
-		if (n < 0) {
-			err = -n;
-			break;
-		}
-		for (i = 0; i < n && !err; i++)
-			if (buf[i].qp_num != qpn)
-				err = cache_push(cq, &buf[i]);
-	} while (!err && n == (int)(sizeof(buf) / sizeof(buf[0])));
+	err = drain_ring(cq, qpn);
 	pthread_mutex_unlock(&cq->poll_lock);
 	return err;
+}
+
+/* map_ring maps the ring of entries completions the daemon sent as fd
+ * (closing fd), or returns NULL with errno set. */
+static struct sr_cq_ring *map_ring(int fd, uint32_t entries, size_t *bytes)
+{
+	size_t size = SR_CQ_RING_HEADER + (size_t)entries * sizeof(struct sr_wc);
+	struct stat st;
+	void *p;
+
+	if (fd < 0 || fstat(fd, &st) || (uint64_t)st.st_size < size) {
+		if (fd >= 0)
+			close(fd);
+		errno = EPROTO;
+		return NULL;
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* A child forked after ibv_fork_init must not share the parent's
+	 * consumer count, as rdma-core keeps a provider's queues from it. */
+	if (sr_fork_enabled())
+		madvise(p, size, MADV_DONTFORK);
+	*bytes = size;
+	return p;
 }
 
 static int ex_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
@@ -266,7 +302,7 @@ static struct srl_cq *create_cq(struct ibv_context *ctx, uint32_t cqe, void *cq_
 	struct ibv_cq_ex *ex;
 	struct srl_cq *cq;
 	struct sr_cq resp;
-	int err;
+	int err, fd = -1;
 
 	if (comp_vector >= (uint32_t)ctx->num_comp_vectors) {
 		errno = EINVAL;
@@ -283,11 +319,20 @@ static struct srl_cq *create_cq(struct ibv_context *ctx, uint32_t cqe, void *cq_
 	cq->cap = SRL_CQ_BATCH;
 	if (channel)
 		req.channel = ((struct srl_chan *)channel)->handle;
-	err = sr_ctx_call(ctx, SR_OP_CREATE_CQ, &req, sizeof(req), &resp, sizeof(resp));
+	err = sr_ctx_callx(ctx, SR_OP_CREATE_CQ, &req, sizeof(req), NULL, 0,
+			   &resp, sizeof(resp), NULL, &fd);
+	if (!err) {
+		cq->entries = resp.cqe;
+		cq->ring = resp.cqe ? map_ring(fd, resp.cqe, &cq->ring_bytes) : NULL;
+		if (!cq->ring)
+			err = errno;
+	}
 	if (!err)
 		err = sr_obj_add(ctx, SR_ELEM_CQ, resp.handle, cq);
 	if (err) {
-		/* A CQ the table cannot hold is still destroyed on close. */
+		/* A CQ the library could not take is still destroyed on close. */
+		if (cq->ring)
+			munmap(cq->ring, cq->ring_bytes);
 		free(cq->cache);
 		free(cq);
 		errno = err;
@@ -358,19 +403,47 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 	return cq ? &cq->cq : NULL;
 }
 
-int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* ibv_resize_cq: the daemon makes a new ring and writes only there once it
+ * answers. What the old ring held moves to the cache, before the call (to
+ * know that the new depth holds it) and after (what came meanwhile). */
+int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	struct sr_resize_cq req = { cq->handle, cqe };
+	struct srl_cq *cq = to_lcq(ibcq);
+	struct sr_resize_cq req = { ibcq->handle, cqe };
+	struct sr_cq_ring *ring;
 	struct sr_cq resp;
-	int err;
+	size_t bytes;
+	int err, fd = -1;
 
 	if (cqe < 1)
 		return errno = EINVAL, EINVAL;
-	err = sr_ctx_call(cq->context, SR_OP_RESIZE_CQ, &req, sizeof(req), &resp, sizeof(resp));
+	pthread_mutex_lock(&cq->poll_lock);
+	err = drain_ring(cq, SR_NONE);
+	if (!err && cq->n > cqe)
+		err = EINVAL;
+	if (!err)
+		err = sr_ctx_callx(ibcq->context, SR_OP_RESIZE_CQ, &req, sizeof(req), NULL, 0,
+				   &resp, sizeof(resp), NULL, &fd);
+	if (!err && !resp.cqe)
+		err = EPROTO;
+	if (!err) {
+		ring = map_ring(fd, resp.cqe, &bytes);
+		if (!ring)
+			err = errno;
+	}
+	if (!err) {
+		err = drain_ring(cq, SR_NONE);
+		munmap(cq->ring, cq->ring_bytes);
+		cq->ring = ring;
+		cq->ring_bytes = bytes;
+		cq->entries = resp.cqe;
+		cq->cons = 0;
+		ibcq->cqe = resp.cqe;
+	}
+	pthread_mutex_unlock(&cq->poll_lock);
 	if (err)
-		return errno = err, err;
-	cq->cqe = resp.cqe;
-	return 0;
+		errno = err;
+	return err;
 }
 
 /* ibv_destroy_cq waits, as rdma-core does, until every event the daemon
@@ -401,6 +474,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		pthread_mutex_unlock(&ctx->mutex);
 	}
 	pthread_mutex_destroy(&lcq->poll_lock);
+	munmap(lcq->ring, lcq->ring_bytes);
 	free(lcq->cache);
 	free(lcq);
 	return 0;

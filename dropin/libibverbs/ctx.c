@@ -1,10 +1,13 @@
 /* ctx.c: what every verb on a context needs: calls on the context's socket
  * (one at a time, under the context lock), the table of objects an event can
  * name, and waiting for events to be acknowledged. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -28,29 +31,61 @@ static int shut_down(int fd)
 	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* mark_dead, under the context lock: the device is gone. Wake
+ * ibv_get_async_event, which then reports IBV_EVENT_DEVICE_FATAL, as the
+ * kernel does when a device is removed, and every thread blocked in
+ * ibv_get_cq_event, whose GET_CQ_EVENT then fails. */
+static void mark_dead(struct ibv_context *ctx)
+{
+	struct sr_context *c = to_sr(ctx);
+	struct srl_chan *ch;
+
+	__atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
+	wake(ctx->async_fd);
+	for (ch = c->chans; ch; ch = ch->next)
+		wake(ch->ch.fd);
+}
+
 /* sr_ctx_callx: see context.h. */
 int sr_ctx_callx(struct ibv_context *ctx, uint32_t op, const void *body, uint32_t len,
 		 const int *fds, int nfds, void *out, uint32_t outlen,
 		 uint32_t *got, int *fd_out)
 {
 	struct sr_context *c = to_sr(ctx);
-	struct srl_chan *ch;
 	int err;
 
 	pthread_mutex_lock(&c->lock);
 	err = sr_call(ctx->cmd_fd, op, body, len, fds, nfds, out, outlen, got, fd_out);
-	if (!c->dead && (err == EPIPE || (err == EPROTO && shut_down(ctx->cmd_fd)))) {
-		/* The device is gone: wake ibv_get_async_event, which then
-		 * reports IBV_EVENT_DEVICE_FATAL, as the kernel does when a
-		 * device is removed, and every thread blocked in
-		 * ibv_get_cq_event, whose GET_CQ_EVENT then fails. */
-		c->dead = 1;
-		wake(ctx->async_fd);
-		for (ch = c->chans; ch; ch = ch->next)
-			wake(ch->ch.fd);
-	}
+	if (!c->dead && (err == EPIPE || (err == EPROTO && shut_down(ctx->cmd_fd))))
+		mark_dead(ctx);
 	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+int sr_ctx_alive(struct ibv_context *ctx)
+{
+	struct sr_context *c = to_sr(ctx);
+	struct pollfd p = { .fd = ctx->cmd_fd, .events = POLLRDHUP };
+	struct timespec ts;
+	int64_t now;
+	int dead;
+
+	if (__atomic_load_n(&c->dead, __ATOMIC_RELAXED))
+		return 0;
+	/* CLOCK_MONOTONIC_COARSE is read in the vDSO: no system call. */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (now - __atomic_load_n(&c->checked_ns, __ATOMIC_RELAXED) < 100000000)
+		return 1;
+	__atomic_store_n(&c->checked_ns, now, __ATOMIC_RELAXED);
+	if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+		return 1;
+	pthread_mutex_lock(&c->lock);
+	if (!c->dead)
+		mark_dead(ctx);
+	dead = c->dead;
+	pthread_mutex_unlock(&c->lock);
+	return !dead;
 }
 
 int sr_ctx_gone(struct ibv_context *ctx, int err)

@@ -33,7 +33,7 @@
  * library sends it with SR_OP_LIST (struct sr_hello); a daemon that speaks
  * another version answers EPROTONOSUPPORT, so a stale daemon or library is
  * named instead of misread. */
-#define SR_PROTO_VERSION 4
+#define SR_PROTO_VERSION 5
 
 #define SR_REASON 0x80000000u /* in a failed answer's len: the body is a reason */
 #define SR_MAX_REASON 256
@@ -63,10 +63,10 @@ enum sr_op {
 	SR_OP_DESTROY_COMP_CHANNEL = 41, /* struct sr_handle */
 	SR_OP_GET_CQ_EVENT = 42,         /* struct sr_handle (channel) -> struct sr_handle (cq), EAGAIN if none */
 
-	SR_OP_CREATE_CQ = 50,     /* struct sr_create_cq -> struct sr_cq */
+	SR_OP_CREATE_CQ = 50,     /* struct sr_create_cq -> struct sr_cq + the ring's fd */
 	SR_OP_DESTROY_CQ = 51,    /* struct sr_handle -> struct sr_destroy_cq_resp */
-	SR_OP_RESIZE_CQ = 52,     /* struct sr_resize_cq -> struct sr_cq */
-	SR_OP_POLL_CQ = 53,       /* struct sr_poll_cq -> n x struct sr_wc (n <= max) */
+	SR_OP_RESIZE_CQ = 52,     /* struct sr_resize_cq -> struct sr_cq + the new ring's fd */
+	SR_OP_POLL_CQ = 53,       /* struct sr_poll_cq -> n x struct sr_wc (n <= max); rings make it idle */
 	SR_OP_REQ_NOTIFY_CQ = 54, /* struct sr_req_notify */
 
 	SR_OP_CREATE_QP = 60,  /* struct sr_create_qp -> struct sr_qp */
@@ -263,6 +263,32 @@ struct sr_wc {
 	uint16_t pkey_index, slid;
 	uint8_t sl, dlid_path_bits, pad[2];
 } __attribute__((packed));
+
+/* A CQ's ring: a sealed memfd the daemon sends with CREATE_CQ's and
+ * RESIZE_CQ's answer, mapped shared by both sides. The device writes each
+ * completion into it as it happens and ibv_poll_cq reads it without a call,
+ * as a kernel provider reads its mapped CQ. prod counts the completions
+ * written (only the daemon writes it), cons those consumed (only the library
+ * writes it), each on a cache line of its own; entry k lives in
+ * wc[k % cqe]. The daemon takes no more from cons than how much room is
+ * left. After a resize the daemon writes only to the new ring; the old one
+ * holds what came before, to be read first. */
+#define SR_CQ_RING_HEADER 256
+#define SR_CQ_RING_OVERFLOW 1u /* in flags: the CQ overflowed, completions were lost */
+
+struct sr_cq_ring {
+	uint32_t prod;
+	uint8_t pad0[60];
+	uint32_t cons;
+	uint8_t pad1[60];
+	uint32_t flags;
+	uint8_t pad2[SR_CQ_RING_HEADER - 132];
+	struct sr_wc wc[];
+};
+_Static_assert(__builtin_offsetof(struct sr_cq_ring, cons) == 64 &&
+	       __builtin_offsetof(struct sr_cq_ring, flags) == 128 &&
+	       __builtin_offsetof(struct sr_cq_ring, wc) == SR_CQ_RING_HEADER,
+	       "struct sr_cq_ring's layout");
 
 struct sr_req_notify {
 	uint32_t handle, solicited_only;

@@ -905,6 +905,92 @@ out:
 	return rc;
 }
 
+/* test_cq_ring: a CQ read from its shared ring keeps its completions in
+ * order across ibv_resize_cq (which refuses a depth below what waits), and
+ * an overflow is reported as rxe does (IBV_EVENT_CQ_ERR), after which a
+ * drained CQ polls EOVERFLOW. */
+static int test_cq_ring(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(a.ctx, 2, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = {
+		.cap = { .max_send_wr = 16, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_sge sge = { (uintptr_t)a.buf + 6144, 8, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr = { .rdma = { (uintptr_t)b.buf + 6144, b.mr->rkey } },
+	};
+	struct ibv_qp *qa = NULL, *qb = make_qp(&b, IBV_QPT_RC, NULL);
+	struct ibv_async_event ev;
+	struct pollfd pfd = { .fd = a.ctx->async_fd, .events = POLLIN };
+	struct ibv_wc wc[16];
+	int rc = -1, i, n, got;
+
+	CHECK(cq, "create_cq");
+	ia.send_cq = ia.recv_cq = cq;
+	qa = ibv_create_qp(a.pd, &ia);
+	CHECK(qa && qb, "create QPs");
+	if (connect_rc(qa, &a, qb, &b) || connect_rc(qb, &b, qa, &a))
+		goto out;
+	for (i = 1; i <= 2; i++) {
+		wr.wr_id = i;
+		CHECK(!post1(qa, &wr), "post write %d", i);
+	}
+	/* Both completions wait; a resize to 1 cannot hold them. */
+	for (i = 0; i < 10000; i++) {
+		struct timespec ts = { 0, 100000 };
+
+		if (ibv_resize_cq(cq, 1) == EINVAL)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	CHECK(ibv_resize_cq(cq, 8) == 0 && cq->cqe >= 8, "resize to 8: cqe %d", cq->cqe);
+	for (i = 3; i <= 5; i++) {
+		wr.wr_id = i;
+		CHECK(!post1(qa, &wr), "post write %d", i);
+	}
+	for (got = 0, i = 0; got < 5 && i < 100000; i++) {
+		n = ibv_poll_cq(cq, 16, wc + got);
+		CHECK(n >= 0, "poll: %s", strerror(errno));
+		got += n;
+	}
+	CHECK(got == 5, "%d completions after the resize, want 5", got);
+	for (i = 0; i < 5; i++)
+		CHECK(wc[i].wr_id == (uint64_t)i + 1 && wc[i].status == IBV_WC_SUCCESS,
+		      "completion %d: wr %" PRIu64 " status %s", i, wc[i].wr_id,
+		      ibv_wc_status_str(wc[i].status));
+	/* Nine completions into eight places: an overflow. */
+	for (i = 0; i < 9; i++) {
+		wr.wr_id = 10 + i;
+		CHECK(!post1(qa, &wr), "post write %d", 10 + i);
+	}
+	/* The QP that found the CQ full may report its own error too. */
+	for (i = 0; i < 4; i++) {
+		CHECK(poll(&pfd, 1, 10000) == 1, "no IBV_EVENT_CQ_ERR after the overflow");
+		CHECK(!ibv_get_async_event(a.ctx, &ev), "get_async_event");
+		n = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == cq;
+		ibv_ack_async_event(&ev);
+		if (n)
+			break;
+	}
+	CHECK(i < 4, "no IBV_EVENT_CQ_ERR among the async events");
+	CHECK(ibv_poll_cq(cq, 16, wc) == 8, "the 8 completions the CQ held");
+	errno = 0;
+	CHECK(ibv_poll_cq(cq, 16, wc) == -1 && errno == EOVERFLOW,
+	      "a drained overflowed CQ: %s", strerror(errno));
+	rc = 0;
+out:
+	if (qa && ibv_destroy_qp(qa))
+		rc = -1;
+	if (qb && ibv_destroy_qp(qb))
+		rc = -1;
+	if (cq && ibv_destroy_cq(cq))
+		rc = -1;
+	return rc;
+}
+
 /* test_peer_cred: a socket whose listener runs as another user (not root)
  * is refused: whoever creates the program's socket path first must not get
  * the program's verbs. Needs root, to listen as nobody. */
@@ -1292,6 +1378,7 @@ int main(void)
 	RUN(test_rereg_pd());
 	RUN(test_mw());
 	RUN(test_reset_cleans_cq());
+	RUN(test_cq_ring());
 	RUN(test_peer_cred());
 	RUN(test_daemon_gone());
 	RUN(test_misframed());
