@@ -69,6 +69,25 @@ type QP struct {
 	comp completer // comp.go
 	rq   recvQueue // recvqueue.go
 	resp responder // resp.go
+
+	// watch, when set, hears how many WRs each queue holds whenever some
+	// leave (SetQueueWatch).
+	watch func(send, recv int)
+}
+
+// SetQueueWatch sets a function the QP calls whenever WRs leave its queues
+// (retired, flushed, or dropped by a reset) with how many each queue
+// still holds, before any completion for them is pushed: how a poster
+// that keeps its own count of free slots (the drop-in's rings) learns
+// that room was made, as a provider learns it from its CQEs. nil removes
+// it.
+func (q *QP) SetQueueWatch(f func(send, recv int)) { q.watch = f }
+
+// noteRetired tells the watch, if any, how full the queues are now.
+func (q *QP) noteRetired() {
+	if q.watch != nil {
+		q.watch(q.sq.len(), q.rq.ring.n)
+	}
 }
 
 // New creates a QP in the RESET state.
@@ -208,6 +227,11 @@ func (q *QP) AckPending() bool {
 	r := &q.resp
 	return r.outN > 0 && r.out[r.outHead].kind != outRead && q.attr.State != Reset
 }
+
+// Outstanding returns how many send WRs the QP holds (posted, not yet
+// retired by a completion or a flush) and how many receive WRs wait in
+// its own receive queue (none when it uses an SRQ).
+func (q *QP) Outstanding() (send, recv int) { return q.sq.len(), q.rq.ring.n }
 
 // Pending reports whether Transmit may return a packet now. It can be true
 // once when the next work request is about to fail locally (a bad lkey, a

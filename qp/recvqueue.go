@@ -94,6 +94,27 @@ func (r *wqeRing) clear() { r.head, r.n = 0, 0 }
 // recvQueue is a QP's own receive queue (unused when the QP has an SRQ).
 type recvQueue struct {
 	ring wqeRing
+	// refill, when set, moves WRs posted somewhere the engine cannot see
+	// (a ring in memory shared with a program) into the queue with
+	// PostRecv. It runs when the responder finds the queue empty, so
+	// that a WR posted before a message arrived is there for it.
+	refill func(post func(*RecvWR) error)
+	post   func(*RecvWR) error // PostRecv, bound once (no allocation per refill)
+}
+
+// SetRecvRefill sets the function the responder calls when it finds the
+// receive queue empty (see recvQueue.refill); nil removes it.
+func (q *QP) SetRecvRefill(f func(post func(*RecvWR) error)) {
+	q.rq.refill, q.rq.post = f, q.PostRecv
+}
+
+// RefillRecv calls the refill function now, if there is one: how WRs
+// waiting outside get in when no message asks for them (a QP in ERR
+// flushes them).
+func (q *QP) RefillRecv() {
+	if q.rq.refill != nil {
+		q.rq.refill(q.rq.post)
+	}
 }
 
 // initRecv allocates the receive queue (unless the QP uses an SRQ) and the
@@ -116,6 +137,7 @@ func (q *QP) initRecv() {
 func (q *QP) resetRecv() {
 	if q.cfg.SRQ == nil {
 		q.rq.ring.clear()
+		q.noteRetired()
 	}
 	q.resp.reset(q.attr.RQPSN)
 }
@@ -181,6 +203,7 @@ func (q *QP) flushRecv() {
 			q.rq.ring.pop()
 		}
 		q.rq.ring.clear()
+		q.noteRetired()
 	}
 	r.abandon()
 }

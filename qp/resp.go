@@ -239,6 +239,10 @@ func (q *QP) takeWQE() bool {
 		r.wqe, r.fromSRQ = &r.srqWQE, true
 	} else {
 		w := q.rq.ring.peek()
+		if w == nil && q.rq.refill != nil {
+			q.RefillRecv()
+			w = q.rq.ring.peek()
+		}
 		if w == nil {
 			return false
 		}
@@ -564,6 +568,7 @@ func (q *QP) releaseWQE() {
 	r := &q.resp
 	if !r.fromSRQ {
 		q.rq.ring.pop()
+		q.noteRetired()
 	}
 	r.abandon()
 }

@@ -144,6 +144,7 @@ func (q *QP) gatherBuf(n uint32) []byte {
 // dropping queued WQEs without completions, as rxe does on a modify to RESET.
 func (q *QP) resetSend() {
 	q.sq.cons = q.sq.prod
+	defer q.noteRetired()
 	q.req.reset(q.sq.prod)
 	q.comp.reset()
 	q.comp.retryCnt = q.attr.RetryCnt
@@ -308,6 +309,7 @@ func (q *QP) completeWQE(w *sendWQE) {
 	if q.req.idx < q.sq.cons {
 		q.req.idx = q.sq.cons
 	}
+	q.noteRetired()
 	switch w.wr.Opcode {
 	case WRSend, WRSendImm, WRSendInv:
 		// rxe counts rdma_sends as SEND WQEs retire, whatever their status.

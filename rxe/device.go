@@ -214,6 +214,17 @@ func (d *Device) nextHandle() uint32 {
 	return d.handles
 }
 
+// sendPosted tells the runtime, if any, that a post made output ready,
+// and sends it from the posting goroutine itself when no other goroutine
+// is sending, as rxe runs its requester task in post_send's context: one
+// goroutine wake-up fewer between a post and its frame on the wire. Call
+// it without holding mu.
+func (d *Device) sendPosted() {
+	if r := d.rt.Load(); r != nil {
+		r.sendCaused()
+	}
+}
+
 // notify tells the runtime, if any, that output or deadlines may have
 // changed. Call it without holding mu.
 func (d *Device) notify() {

@@ -268,9 +268,45 @@ func (x *QP) PostSend(wr *qp.SendWR) error {
 	}
 	d.mu.Unlock()
 	if err == nil {
-		d.notify()
+		d.sendPosted()
 	}
 	return err
+}
+
+// Outstanding returns how many send WRs the QP holds, not yet retired,
+// and how many receive WRs wait in its receive queue.
+func (x *QP) Outstanding() (send, recv int) {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	return x.q.Outstanding()
+}
+
+// SetRecvRefill sets the function the QP calls, under the device's lock,
+// when it finds its receive queue empty: it posts WRs waiting elsewhere
+// with post (see qp.QP.SetRecvRefill). It must not call the device.
+func (x *QP) SetRecvRefill(f func(post func(*qp.RecvWR) error)) {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	x.q.SetRecvRefill(f)
+}
+
+// SetQueueWatch sets the function the QP calls, under the device's lock,
+// whenever WRs leave its queues (see qp.QP.SetQueueWatch). It must not
+// call the device.
+func (x *QP) SetQueueWatch(f func(send, recv int)) {
+	x.d.mu.Lock()
+	defer x.d.mu.Unlock()
+	x.q.SetQueueWatch(f)
+}
+
+// RefillRecv calls the refill function now (see SetRecvRefill).
+func (x *QP) RefillRecv() {
+	d := x.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !x.dead {
+		x.q.RefillRecv()
+	}
 }
 
 // PostRecv queues a receive work request (ibv_post_recv); the WR is copied.

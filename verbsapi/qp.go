@@ -110,6 +110,29 @@ func (q *QP) PostSendList(wrs []SendWR) (int, error) {
 // PostRecv queues a receive work request (ibv_post_recv); the WR is copied.
 func (q *QP) PostRecv(wr *RecvWR) error { return q.qp.PostRecv(wr) }
 
+// SetRecvRefill sets the function the QP calls when it finds its receive
+// queue empty, which posts WRs waiting elsewhere with post: the drop-in's
+// receive rings, which the device reads as a NIC reads its receive queue,
+// when a message needs a WR. It runs under the device's lock and must not
+// call the device.
+func (q *QP) SetRecvRefill(f func(post func(*RecvWR) error)) { q.qp.SetRecvRefill(f) }
+
+// SetQueueWatch sets the function the QP calls whenever WRs leave its
+// queues, with how many each still holds, before their completions are
+// pushed: how a poster keeping its own count of free slots (the drop-in's
+// rings) learns that room was made. It runs under the device's lock and
+// must not call the device.
+func (q *QP) SetQueueWatch(f func(send, recv int)) { q.qp.SetQueueWatch(f) }
+
+// RefillRecv calls the refill function now (see SetRecvRefill).
+func (q *QP) RefillRecv() { q.qp.RefillRecv() }
+
+// Outstanding returns how many send WRs the QP holds (posted and not yet
+// retired by a completion or flush) and how many receive WRs wait in its
+// own receive queue: how full its queues are, for a poster that keeps its
+// own count (the drop-in's rings).
+func (q *QP) Outstanding() (send, recv int) { return q.qp.Outstanding() }
+
 // Destroy destroys the QP (ibv_destroy_qp). Outstanding work is dropped
 // without completions.
 func (q *QP) Destroy() error {
