@@ -27,8 +27,10 @@ type testClient struct {
 	local *conn
 	// reason is the reason text of the last failed answer, if it had one.
 	reason string
-	// rings are the client's CQs' shared rings, by CQ handle.
-	rings map[uint32]*testRing
+	// rings are the client's CQs' shared rings, by CQ handle; qpRings
+	// its QPs' mappings of their work rings, by QP handle.
+	rings   map[uint32]*testRing
+	qpRings map[uint32][]byte
 }
 
 // testRing reads a CQ's shared ring (struct sr_cq_ring) as the library
@@ -205,8 +207,18 @@ func (c *testClient) createCQ(cqe, channel uint32) uint32 {
 func (c *testClient) createQP(pd, cq, srq, typ uint32) wireQP {
 	c.t.Helper()
 	var r wireQP
-	c.do(opCreateQP, enc(wireCreateQP{PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: srq, QPType: typ,
+	fd := c.do(opCreateQP, enc(wireCreateQP{PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: srq, QPType: typ,
 		Cap: wireQPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}}), &r)
+	require.GreaterOrEqual(c.t, fd, 0, "a QP's answer carries its rings")
+	var st unix.Stat_t
+	require.NoError(c.t, unix.Fstat(fd, &st))
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { unix.Munmap(mem) })
+	if c.qpRings == nil {
+		c.qpRings = map[uint32][]byte{}
+	}
+	c.qpRings[r.Handle] = mem
 	return r
 }
 
@@ -357,7 +369,7 @@ func gid1(t *testing.T, d *testDaemon) [16]byte {
 	return g.As16()
 }
 
-func startTestDaemon(t *testing.T, addr string) (*testDaemon, string) {
+func startTestDaemon(t testing.TB, addr string) (*testDaemon, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "d.sock")
 	d, err := startDaemon(linkFlags{Link: "mem", Addr: addr}, "rxe9", sock)

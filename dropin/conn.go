@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -61,11 +62,22 @@ type conn struct {
 	// cm is the connection's rdma_cm state (cm.go), made on first use.
 	cm *cmSession
 
+	// The rings (wqring.go): the QPs that have them, whether the poller
+	// sleeps (under mu), its doorbell (an eventfd, bellFD its descriptor)
+	// and its stop and done signals.
+	ringQPs  []*connQP
+	sleeping bool
+	bell     *os.File
+	bellFD   int
+	pollStop chan struct{}
+	pollDone chan struct{}
+
 	// Scratch for the data path, reused from call to call.
-	wcs    []verbsapi.WC
-	sges   []verbsapi.SGE
-	sendWR verbsapi.SendWR
-	recvWR verbsapi.RecvWR
+	wcs     []verbsapi.WC
+	sges    []verbsapi.SGE
+	sendWR  verbsapi.SendWR
+	recvWR  verbsapi.RecvWR
+	slotBuf []byte // a ring slot being read (wqring.go)
 }
 
 type connMR struct {
@@ -84,6 +96,7 @@ type connCQ struct {
 
 type connQP struct {
 	qp     *verbsapi.QP
+	rings  *qpRings     // its send and receive rings (wqring.go)
 	bytes  int64        // queue memory charged (queuelimit.go)
 	init   wireCreateQP // handles and granted caps, for QUERY_QP
 	events uint32       // async events delivered
@@ -217,6 +230,11 @@ func (c *conn) call(r *request) syscall.Errno {
 		return syscall.EINVAL
 	}
 	b := r.body
+	// A call sees the QPs as the program posted to them: what waits in
+	// their rings goes first.
+	if len(c.ringQPs) > 0 {
+		c.drainRingsLocked()
+	}
 	switch r.op {
 	case opList, opQueryDevice, opQueryPort, opQueryGID, opQueryPKey:
 		return c.query(r.op, b)
@@ -266,6 +284,8 @@ func (c *conn) call(r *request) syscall.Errno {
 		return c.postSend(b)
 	case opPostRecv:
 		return c.postRecv(b, false)
+	case opDoorbell:
+		return c.doorbellFD(b)
 	case opPostSRQRecv:
 		return c.postRecv(b, true)
 	case opCreateSRQ:
@@ -333,10 +353,13 @@ func handleArg(b []byte) (uint32, bool) {
 // that died leaves the device as it found it. Errors are ignored: there is
 // nobody left to tell, and each object is tried regardless.
 func (c *conn) cleanup() {
+	c.stopPoller()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for h, q := range c.qps {
-		q.qp.Destroy()
+		if q.qp.Destroy() == nil && q.rings != nil {
+			c.dropRingQP(q)
+		}
 		c.owners.drop(q.qp)
 		delete(c.qps, h)
 	}
@@ -388,6 +411,10 @@ func (c *conn) cleanup() {
 	for _, r := range rings {
 		r.unmap()
 	}
+	for _, q := range c.ringQPs {
+		q.rings.unmap()
+	}
+	c.ringQPs = nil
 	c.d.queueBytes.Add(-c.queueBytes)
 	c.queueBytes = 0
 }

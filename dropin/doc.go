@@ -14,11 +14,16 @@
 // protocol version it speaks and a server of another version refuses it by
 // name.
 //
-// Completions are shared too (cqring.go): every CQ is a ring in a sealed
-// memfd that the daemon sends with CREATE_CQ's answer and both sides map.
-// The device writes each completion into it as it happens, and
-// ibv_poll_cq reads it without a call, as a kernel provider reads its
-// mapped CQ. Posts are still calls.
+// Queues are shared too, as a kernel provider maps its queues. Every CQ is
+// a ring in a sealed memfd that the daemon sends with CREATE_CQ's answer
+// (cqring.go): the device writes each completion into it as it happens,
+// and ibv_poll_cq reads it without a call. Every QP has a send and a
+// receive ring the same way (wqring.go): ibv_post_send and ibv_post_recv
+// write WRs into slots and ring the context's doorbell (an eventfd) only
+// when the daemon's poller for the program sleeps; the device reads the
+// receive ring when a message needs a WR, as an RNIC reads its receive
+// queue. What cannot go through a ring (binds, a full queue, an SRQ)
+// goes by a call, which takes what waits in the rings first.
 //
 // Registered memory is shared, not copied: ibv_reg_mr moves the region's
 // pages into sealed memfds mapped at the same addresses in the program,

@@ -61,6 +61,8 @@ func opName(op uint32) string {
 		return "SR_OP_POST_SEND"
 	case opPostRecv:
 		return "SR_OP_POST_RECV"
+	case opDoorbell:
+		return "SR_OP_DOORBELL"
 	case opCreateSRQ:
 		return "SR_OP_CREATE_SRQ"
 	case opModifySRQ:

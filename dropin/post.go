@@ -87,16 +87,35 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 	if q == nil {
 		return c.postFail(0, syscall.EINVAL)
 	}
-	b = b[sizePost:]
-	maxSGE, ok := walkWRs(b, nwr, sizeSendWR, func(r []byte) (uint64, uint64) {
-		extra := uint64(binary.LittleEndian.Uint32(r[28:]))
-		if binary.LittleEndian.Uint32(r[8:]) == uint32(verbsapi.WRBindMW) {
-			extra += sizeBindMW // struct sr_bind_mw follows
-		}
-		return uint64(binary.LittleEndian.Uint32(r[24:])), extra
-	})
+	// What the program put in the QP's send ring goes first; while some
+	// of it waits for room, the queue is full.
+	if q.rings != nil && q.rings.sq.pending() {
+		return c.postFail(0, syscall.ENOMEM)
+	}
+	if bad, errno := c.postSendWRs(q, b[sizePost:], nwr); errno != 0 {
+		return c.postFail(bad, errno)
+	}
+	c.w.put(wirePostResp{})
+	return 0
+}
+
+// sendRecord is walkWRs' measure of one struct sr_send_wr: its SGEs, and
+// its inline data or the struct sr_bind_mw that follows a bind.
+func sendRecord(r []byte) (sges, bytes uint64) {
+	extra := uint64(binary.LittleEndian.Uint32(r[28:]))
+	if binary.LittleEndian.Uint32(r[8:]) == uint32(verbsapi.WRBindMW) {
+		extra += sizeBindMW
+	}
+	return uint64(binary.LittleEndian.Uint32(r[24:])), extra
+}
+
+// postSendWRs posts the nwr send WRs of b (laid out as in a POST_SEND body
+// after its struct sr_post) to q; on failure it returns the index of the
+// WR that was not posted and why. Nothing is posted from a malformed b.
+func (c *conn) postSendWRs(q *connQP, b []byte, nwr uint32) (int, syscall.Errno) {
+	maxSGE, ok := walkWRs(b, nwr, sizeSendWR, sendRecord)
 	if !ok {
-		return c.postFail(0, syscall.EINVAL)
+		return 0, syscall.EINVAL
 	}
 	c.growSGEs(maxSGE)
 	ud := q.qp.Type() == verbsapi.UD
@@ -113,19 +132,19 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 		bind := w.Opcode == uint32(verbsapi.WRBindMW)
 		switch {
 		case w.Opcode > 0xff:
-			return c.postFail(i, syscall.EINVAL)
+			return i, syscall.EINVAL
 		case bind && (nsge > 0 || w.InlineLen > 0):
 			// A bind carries its struct sr_bind_mw and nothing else.
-			return c.postFail(i, syscall.EINVAL)
+			return i, syscall.EINVAL
 		case w.InlineLen > 0 && !inline, inline && nsge > 0:
 			// The library gathers inline data itself: never both.
-			return c.postFail(i, syscall.EINVAL)
+			return i, syscall.EINVAL
 		}
 		if bind {
 			ok := c.bindMW(wr, b)
 			b = b[sizeBindMW:]
 			if !ok {
-				return c.postFail(i, syscall.EINVAL)
+				return i, syscall.EINVAL
 			}
 			inline = false // the engine ignores the flag on a bind
 		}
@@ -136,16 +155,15 @@ func (c *conn) postSend(b []byte) syscall.Errno {
 		if ud {
 			ah := c.ahs[w.AH]
 			if ah == nil {
-				return c.postFail(i, syscall.EINVAL)
+				return i, syscall.EINVAL
 			}
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah.AV(), w.RemoteQPN, w.RemoteQKey
 		}
 		if err := q.qp.PostSend(wr); err != nil {
-			return c.postFail(i, c.errnoOf(err))
+			return i, c.errnoOf(err)
 		}
 	}
-	c.w.put(wirePostResp{})
-	return 0
+	return 0, 0
 }
 
 // postRecv posts to a QP's receive queue or, with srq, to an SRQ.
@@ -163,12 +181,33 @@ func (c *conn) postRecv(b []byte, srq bool) syscall.Errno {
 	default:
 		return c.postFail(0, syscall.EINVAL)
 	}
-	b = b[sizePost:]
-	maxSGE, ok := walkWRs(b, nwr, sizeRecvWR, func(r []byte) (uint64, uint64) {
-		return uint64(binary.LittleEndian.Uint32(r[8:])), 0
-	})
+	if q := c.qps[h]; !srq && q.rings != nil && q.rings.rq != nil && q.rings.rq.pending() {
+		// The receive ring goes first; what the queue has no room for
+		// makes it full.
+		q.qp.RefillRecv()
+		if q.rings.rq.pending() {
+			return c.postFail(0, syscall.ENOMEM)
+		}
+	}
+	if bad, errno := c.postRecvWRs(post, b[sizePost:], nwr); errno != 0 {
+		return c.postFail(bad, errno)
+	}
+	c.w.put(wirePostResp{})
+	return 0
+}
+
+// recvRecord is walkWRs' measure of one struct sr_recv_wr.
+func recvRecord(r []byte) (sges, bytes uint64) {
+	return uint64(binary.LittleEndian.Uint32(r[8:])), 0
+}
+
+// postRecvWRs posts the nwr receive WRs of b (as in a POST_RECV body after
+// its struct sr_post) with post; on failure it returns the index of the WR
+// that was not posted and why.
+func (c *conn) postRecvWRs(post func(*verbsapi.RecvWR) error, b []byte, nwr uint32) (int, syscall.Errno) {
+	maxSGE, ok := walkWRs(b, nwr, sizeRecvWR, recvRecord)
 	if !ok {
-		return c.postFail(0, syscall.EINVAL)
+		return 0, syscall.EINVAL
 	}
 	c.growSGEs(maxSGE)
 	wr := &c.recvWR
@@ -179,9 +218,8 @@ func (c *conn) postRecv(b []byte, srq bool) syscall.Errno {
 		*wr = verbsapi.RecvWR{ID: w.WRID, SGL: c.sgl(b, nsge)}
 		b = b[nsge*sizeSGE:]
 		if err := post(wr); err != nil {
-			return c.postFail(i, c.errnoOf(err))
+			return i, c.errnoOf(err)
 		}
 	}
-	c.w.put(wirePostResp{})
-	return 0
+	return 0, 0
 }

@@ -68,6 +68,7 @@ const (
 	opDestroyQP = 63
 	opPostSend  = 64
 	opPostRecv  = 65
+	opDoorbell  = 66
 
 	opCreateSRQ   = 70
 	opModifySRQ   = 71

@@ -41,7 +41,7 @@ var wireStructs = []struct {
 	{"sr_gid", wireGID{}}, {"sr_async_event", wireAsyncEvent{}},
 	{"sr_reg_mr", wireRegMR{}}, {"sr_mr_piece", wireMRPiece{}}, {"sr_mr", wireMR{}},
 	{"sr_rereg_mr", wireReregMR{}}, {"sr_alloc_mw", wireAllocMW{}}, {"sr_mw", wireMW{}},
-	{"sr_create_cq", wireCreateCQ{}}, {"sr_cq", wireCQ{}}, {"sr_cq_ring", wireCQRing{}}, {"sr_resize_cq", wireResizeCQ{}},
+	{"sr_create_cq", wireCreateCQ{}}, {"sr_cq", wireCQ{}}, {"sr_cq_ring", wireCQRing{}}, {"sr_wq_ring", wireWQRing{}}, {"sr_resize_cq", wireResizeCQ{}},
 	{"sr_destroy_cq_resp", wireDestroyCQResp{}}, {"sr_poll_cq", wirePollCQ{}}, {"sr_wc", wireWC{}},
 	{"sr_req_notify", wireReqNotify{}}, {"sr_qp_cap", wireQPCap{}}, {"sr_create_qp", wireCreateQP{}},
 	{"sr_qp", wireQP{}}, {"sr_ah_attr", wireAHAttr{}}, {"sr_qp_attr", wireQPAttr{}},

@@ -281,10 +281,46 @@ func (c *conn) createQP(b []byte) syscall.Errno {
 		// The receive queue is the SRQ's, as the kernel reports it.
 		r.Cap.MaxRecvWR, r.Cap.MaxRecvSGE = 0, 0
 	}
+	cq := &connQP{qp: q, init: r, bytes: bytes}
+	if errno := c.makeRings(cq, granted, init.SRQ != nil); errno != 0 {
+		q.Destroy()
+		c.releaseQueue(bytes)
+		return errno
+	}
 	h := c.handle()
-	c.qps[h] = &connQP{qp: q, init: r, bytes: bytes}
+	c.qps[h] = cq
 	c.owners.add(q, c, h)
 	c.w.put(wireQP{Handle: h, QPNum: q.QPN(), Cap: r.Cap})
+	return 0
+}
+
+// makeRings gives a new QP its send and receive rings (wqring.go), sized
+// by the caps the device granted, charged to the program's queue memory
+// with the QP, and sends their memfd with the answer.
+func (c *conn) makeRings(q *connQP, caps verbsapi.QPCap, onSRQ bool) syscall.Errno {
+	sqSlot := sendSlot(caps.MaxSendSGE, caps.MaxInline)
+	rqN, rqSlot := uint32(caps.MaxRecvWR), recvSlot(caps.MaxRecvSGE)
+	if onSRQ {
+		rqN = 0
+	}
+	_, size := qpRingLayout(uint32(caps.MaxSendWR), sqSlot, rqN, rqSlot)
+	if errno := c.reserveQueue(int64(size), queueWhat("a QP's rings", max(caps.MaxSendWR, caps.MaxRecvWR),
+		max(caps.MaxSendSGE, caps.MaxRecvSGE))); errno != 0 {
+		return errno
+	}
+	rings, fd, err := newQPRings(uint32(caps.MaxSendWR), sqSlot, rqN, rqSlot, c.sleeping)
+	if err != nil {
+		c.releaseQueue(int64(size))
+		c.reason = err
+		return errnoOf(err)
+	}
+	q.rings, q.bytes = rings, q.bytes+int64(size)
+	c.ringQPs = append(c.ringQPs, q)
+	q.qp.SetQueueWatch(queueWatch(rings))
+	if rings.rq != nil {
+		q.qp.SetRecvRefill(c.recvRefill(q))
+	}
+	c.sendFD(fd)
 	return 0
 }
 
@@ -446,6 +482,9 @@ func (c *conn) destroyQP(b []byte) syscall.Errno {
 	q := c.qps[h]
 	if err := q.qp.Destroy(); err != nil {
 		return c.errnoOf(err)
+	}
+	if q.rings != nil {
+		c.dropRingQP(q)
 	}
 	c.owners.drop(q.qp)
 	delete(c.qps, h)

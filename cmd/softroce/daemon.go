@@ -62,6 +62,8 @@ created it first, the daemon names them and refuses to serve there.`,
 	cmd.Flags().IntVar(&lim.conns, "max-conns", dropin.DefaultMaxConns, "programs' connections served at once")
 	cmd.Flags().Int64Var(&lim.progMRMaps, "max-program-mr-maps", dropin.DefaultMaxConnMRMaps,
 		"memory mappings one program's registered regions may take in the daemon (about one per region)")
+	cmd.Flags().DurationVar(&lim.ringSpin, "ring-spin", 0,
+		"how long a program's ring poller keeps looking for posts before it sleeps (0: sleep at once, best on a 2-core machine)")
 	cmd.Flags().Int64Var(&lim.mrMaps, "max-mr-maps", 0,
 		"memory mappings all programs' regions may take (0: the kernel's vm.max_map_count less 8192)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -115,6 +117,7 @@ type daemonLimits struct {
 	progQueueMiB, queueMiB int64
 	progMRMaps, mrMaps     int64
 	conns                  int
+	ringSpin               time.Duration
 }
 
 func serveDevice(lf linkFlags, name, path string, logw io.Writer, lim daemonLimits) (srv *dropin.Server, stop func() error, _ string, err error) {
@@ -133,7 +136,7 @@ func serveDevice(lf linkFlags, name, path string, logw io.Writer, lim daemonLimi
 	}
 	srv = &dropin.Server{Device: dev, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logw, "softroce daemon: "+format+"\n", args...)
-	}, MaxConnQueueBytes: lim.progQueueMiB << 20, MaxQueueBytes: lim.queueMiB << 20, MaxConns: lim.conns,
+	}, MaxConnQueueBytes: lim.progQueueMiB << 20, MaxQueueBytes: lim.queueMiB << 20, MaxConns: lim.conns, RingSpin: lim.ringSpin,
 		MaxConnMRMaps: lim.progMRMaps, MaxMRMaps: lim.mrMaps}
 	sys := dropin.SysfsDir(path)
 	if err := dropin.WriteSysfs(sys, dev); err != nil {

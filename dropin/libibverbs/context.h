@@ -37,6 +37,7 @@ struct sr_context {
 	int nobjs, capobjs;
 	struct srl_chan *chans;    /* under lock: woken when the daemon dies */
 	int64_t checked_ns;        /* when sr_ctx_alive last looked (racy: a hint) */
+	int doorbell;              /* the daemon's eventfd for the rings (wq.c), or -1 */
 };
 
 /* srl_chan: a completion channel; fd is the daemon's eventfd. next links
@@ -75,6 +76,13 @@ struct srl_qp {
 	struct ibv_qp_ex qpx;
 	uint32_t max_inline;
 	uint32_t max_send_sge;
+	/* The rings (wq.c): NULL when the QP posts by calls only. */
+	struct sr_wq_ring *sq, *rq;
+	void *rings;
+	size_t rings_bytes;
+	pthread_mutex_t sq_lock, rq_lock;
+	uint32_t sq_prod, rq_prod; /* the library's own counts */
+	uint32_t max_send_wr, max_recv_wr, max_recv_sge;
 	char *wr;            /* struct sr_post, then WRs as proto.h lays them out */
 	size_t wrlen, wrcap;
 	size_t last;         /* offset of the last struct sr_send_wr, 0 if none */
@@ -151,6 +159,16 @@ int sr_post_call(struct ibv_context *ctx, uint32_t op, const void *body, size_t 
 		 uint32_t *bad);
 int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 		      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+/* wq.c: the QP's rings. sr_wq_map maps them from the daemon's fd (closing
+ * it); without them (0 returned either way) the QP posts by calls.
+ * sr_wq_post_send and sr_wq_post_recv post a whole list through a ring and
+ * return 0, or return -1 having written nothing: the list must go by a
+ * call, which takes what waits in the rings first. */
+void sr_wq_map(struct srl_qp *q, int fd, int on_srq);
+void sr_wq_unmap(struct srl_qp *q);
+int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr);
+int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr);
 
 /* qp.c: the struct sr_bind_mw that follows a BIND_MW WR. */
 void sr_bind_to_wire(struct sr_bind_mw *b, struct ibv_mw *mw, uint32_t rkey,

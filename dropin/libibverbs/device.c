@@ -167,6 +167,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = err;
 		goto fail;
 	}
+	/* The doorbell of the QPs' rings (wq.c); without one every post is a
+	 * call. */
+	c->doorbell = -1;
+	if (sr_call(ctx->cmd_fd, SR_OP_DOORBELL, NULL, 0, NULL, 0, NULL, 0, NULL, &c->doorbell))
+		c->doorbell = -1;
 	return ctx;
 fail:
 	err = errno;
@@ -185,6 +190,8 @@ int ibv_close_device(struct ibv_context *ctx)
 
 	close(ctx->cmd_fd);
 	close(ctx->async_fd);
+	if (c->doorbell >= 0)
+		close(c->doorbell);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->objs_lock);
 	free(c->objs);

@@ -69,12 +69,13 @@ enum sr_op {
 	SR_OP_POLL_CQ = 53,       /* struct sr_poll_cq -> n x struct sr_wc (n <= max); rings make it idle */
 	SR_OP_REQ_NOTIFY_CQ = 54, /* struct sr_req_notify */
 
-	SR_OP_CREATE_QP = 60,  /* struct sr_create_qp -> struct sr_qp */
+	SR_OP_CREATE_QP = 60,  /* struct sr_create_qp -> struct sr_qp + the rings' fd */
 	SR_OP_MODIFY_QP = 61,  /* struct sr_modify_qp */
 	SR_OP_QUERY_QP = 62,   /* struct sr_handle -> struct sr_query_qp_resp */
 	SR_OP_DESTROY_QP = 63, /* struct sr_handle -> struct sr_destroy_qp_resp */
 	SR_OP_POST_SEND = 64,  /* struct sr_post + WRs -> struct sr_post_resp */
 	SR_OP_POST_RECV = 65,  /* struct sr_post + WRs -> struct sr_post_resp */
+	SR_OP_DOORBELL = 66,   /* -> the context's doorbell, an eventfd (struct sr_wq_ring) */
 
 	SR_OP_CREATE_SRQ = 70,    /* struct sr_create_srq -> struct sr_srq */
 	SR_OP_MODIFY_SRQ = 71,    /* struct sr_modify_srq */
@@ -289,6 +290,39 @@ _Static_assert(__builtin_offsetof(struct sr_cq_ring, cons) == 64 &&
 	       __builtin_offsetof(struct sr_cq_ring, flags) == 128 &&
 	       __builtin_offsetof(struct sr_cq_ring, wc) == SR_CQ_RING_HEADER,
 	       "struct sr_cq_ring's layout");
+
+/* A QP's work rings: a sealed memfd the daemon sends with CREATE_QP's
+ * answer, mapped shared by both sides: the send ring at offset 0, then the
+ * receive ring (none on an SRQ) at the send ring's size rounded up to 16.
+ * Slot k (of slots, each slot_size bytes) holds one WR laid out as in a
+ * POST_SEND or POST_RECV body after its struct sr_post (no binds). prod
+ * counts WRs written (only the library writes it), cons WRs the daemon
+ * took into the QP, done those of them the QP has finished with
+ * (completed or flushed; it may lag), sleeping whether the daemon's
+ * poller sleeps: after publishing prod, the library rings the doorbell
+ * (SR_OP_DOORBELL's eventfd) when it reads sleeping set. The library
+ * posts through a ring only while prod - cons leaves a slot and
+ * prod - done stays within the QP's depth; otherwise it calls POST_*,
+ * which takes what waits in the rings first. */
+#define SR_WQ_RING_HEADER 256
+
+struct sr_wq_ring {
+	uint32_t prod;
+	uint8_t pad0[60];
+	uint32_t cons;
+	uint8_t pad1[60];
+	uint32_t done;
+	uint8_t pad2[60];
+	uint32_t sleeping;
+	uint32_t slots, slot_size;
+	uint8_t pad3[SR_WQ_RING_HEADER - 204];
+	uint8_t slot[];
+};
+_Static_assert(__builtin_offsetof(struct sr_wq_ring, cons) == 64 &&
+	       __builtin_offsetof(struct sr_wq_ring, done) == 128 &&
+	       __builtin_offsetof(struct sr_wq_ring, sleeping) == 192 &&
+	       __builtin_offsetof(struct sr_wq_ring, slot) == SR_WQ_RING_HEADER,
+	       "struct sr_wq_ring's layout");
 
 struct sr_req_notify {
 	uint32_t handle, solicited_only;

@@ -1,8 +1,10 @@
 /* qp.c: queue pairs: create, modify, query, destroy, and posting work
- * requests (serialized as proto.h lays them out, one call per list). */
+ * requests: through the QP's rings (wq.c) when they can, else serialized as
+ * proto.h lays them out, one call per list. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 
@@ -37,7 +39,7 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	struct ibv_qp *qp;
 	struct srl_qp *q;
 	struct sr_qp resp;
-	int err;
+	int err, fd = -1;
 
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
@@ -74,10 +76,13 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	req.qp_type = attr->qp_type;
 	req.sq_sig_all = !!attr->sq_sig_all;
 	cap_to_wire(&req.cap, &attr->cap);
-	err = sr_ctx_call(ctx, SR_OP_CREATE_QP, &req, sizeof(req), &resp, sizeof(resp));
+	err = sr_ctx_callx(ctx, SR_OP_CREATE_QP, &req, sizeof(req), NULL, 0,
+			   &resp, sizeof(resp), NULL, &fd);
 	if (!err)
 		err = sr_obj_add(ctx, SR_ELEM_QP, resp.handle, q);
 	if (err) {
+		if (fd >= 0)
+			close(fd);
 		free(q);
 		errno = err;
 		return NULL;
@@ -85,6 +90,13 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	cap_from_wire(&attr->cap, &resp.cap);
 	q->max_inline = resp.cap.max_inline_data;
 	q->max_send_sge = resp.cap.max_send_sge;
+	q->max_send_wr = resp.cap.max_send_wr;
+	q->max_recv_wr = resp.cap.max_recv_wr;
+	q->max_recv_sge = resp.cap.max_recv_sge;
+	if (to_sr(ctx)->doorbell >= 0)
+		sr_wq_map(q, fd, attr->srq != NULL);
+	else if (fd >= 0)
+		close(fd);
 	qp = &q->qpx.qp_base;
 	qp->context = ctx;
 	qp->qp_context = attr->qp_context;
@@ -239,6 +251,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 		sr_wait_events(&qp->mutex, &qp->cond, &qp->events_completed,
 			       resp.events_reported);
 	sr_obj_del(qp->context, SR_ELEM_QP, qp->handle);
+	sr_wq_unmap(q);
 	free(q->wr);
 	free(q);
 	return 0;
@@ -348,6 +361,8 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	char stack[POST_STACK] __attribute__((aligned(8)));
 	int err = 0, size_err;
 
+	if (wr && !sr_wq_post_send(q, wr))
+		return 0;
 	while (wr) {
 		struct ibv_send_wr *w, *stop;
 		struct sr_post *hdr;
@@ -521,5 +536,7 @@ fail_at:
 
 int sr_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
+	if (wr && !sr_wq_post_recv(to_lqp(qp), wr))
+		return 0;
 	return sr_post_recv_list(qp->context, SR_OP_POST_RECV, qp->handle, wr, bad_wr);
 }

@@ -1,0 +1,249 @@
+/* wq.c: posting through a QP's rings (struct sr_wq_ring in proto.h), shared
+ * with the daemon as a kernel provider shares its queues with the driver: a
+ * post writes the WRs into slots, publishes them, and rings the doorbell
+ * only when the daemon's poller sleeps. Only WRs that cannot fail in the
+ * QP go this way (see proto.h); for anything else the caller makes a call.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "context.h"
+
+void sr_wq_map(struct srl_qp *q, int fd, int on_srq)
+{
+	struct sr_wq_ring *sq, *rq = NULL;
+	struct stat st;
+	size_t sq_bytes, rq_off, size;
+	void *p;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) || st.st_size < SR_WQ_RING_HEADER)
+		goto out;
+	size = st.st_size;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto out;
+	sq = p;
+	sq_bytes = SR_WQ_RING_HEADER + (size_t)sq->slots * sq->slot_size;
+	rq_off = (sq_bytes + 15) & ~(size_t)15;
+	if (sq->slots != q->max_send_wr || sq_bytes > size)
+		goto bad;
+	if (!on_srq && q->max_recv_wr) {
+		if (rq_off + SR_WQ_RING_HEADER > size)
+			goto bad;
+		rq = (struct sr_wq_ring *)((char *)p + rq_off);
+		if (rq->slots != q->max_recv_wr ||
+		    rq_off + SR_WQ_RING_HEADER + (size_t)rq->slots * rq->slot_size > size)
+			goto bad;
+	}
+	/* A child forked after ibv_fork_init must not share the parent's
+	 * counts, as rdma-core keeps a provider's queues from it. */
+	if (sr_fork_enabled())
+		madvise(p, size, MADV_DONTFORK);
+	q->rings = p;
+	q->rings_bytes = size;
+	q->sq = sq;
+	q->rq = rq;
+	pthread_mutex_init(&q->sq_lock, NULL);
+	pthread_mutex_init(&q->rq_lock, NULL);
+	goto out;
+bad:
+	munmap(p, size);
+out:
+	close(fd);
+}
+
+void sr_wq_unmap(struct srl_qp *q)
+{
+	if (!q->rings)
+		return;
+	munmap(q->rings, q->rings_bytes);
+	pthread_mutex_destroy(&q->sq_lock);
+	pthread_mutex_destroy(&q->rq_lock);
+	q->rings = NULL;
+	q->sq = q->rq = NULL;
+}
+
+static void ring_doorbell(struct ibv_context *ctx)
+{
+	uint64_t one = 1;
+	ssize_t n = write(to_sr(ctx)->doorbell, &one, sizeof(one));
+
+	(void)n; /* a full eventfd is rung already */
+}
+
+/* publish makes *prod the ring's count and rings the doorbell if the poller
+ * sleeps. Both sides store, then load the other's word, sequentially
+ * consistent: either the poller sees the WRs or the library sees it sleep. */
+static void publish(struct ibv_context *ctx, struct sr_wq_ring *r, uint32_t prod)
+{
+	__atomic_store_n(&r->prod, prod, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
+		ring_doorbell(ctx);
+}
+
+/* room: n more WRs fit the ring's slots and, by the daemon's count of WRs
+ * finished with, the QP's depth. */
+static int room(struct sr_wq_ring *r, uint32_t prod, uint32_t depth, uint32_t n)
+{
+	uint32_t cons = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+	uint32_t done = __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+
+	return prod - cons + n <= r->slots && prod - done + n <= depth;
+}
+
+/* send_ok: wr is one the QP takes whatever its state past RTS: an opcode
+ * the QP's type has that needs no attribute the library does not track
+ * (READ and atomics need max_rd_atomic), within the caps and the slot. */
+static int send_ok(struct srl_qp *q, const struct ibv_send_wr *wr)
+{
+	enum ibv_qp_type t = q->qpx.qp_base.qp_type;
+	uint64_t len = 0;
+	size_t need;
+	int i;
+
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		if (t == IBV_QPT_UD)
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	if (t == IBV_QPT_UD && !wr->wr.ud.ah)
+		return 0;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->max_send_sge)
+		return 0;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (len > (1u << 31))
+		return 0;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		if (len > q->max_inline)
+			return 0;
+		need = sizeof(struct sr_send_wr) + len;
+	} else {
+		need = sizeof(struct sr_send_wr) + wr->num_sge * sizeof(struct sr_sge);
+	}
+	return need <= q->sq->slot_size;
+}
+
+/* fill_send_slot lays wr out in slot as POST_SEND does. */
+static void fill_send_slot(struct srl_qp *q, uint8_t *slot, const struct ibv_send_wr *wr)
+{
+	struct sr_send_wr sw;
+	uint8_t *p = slot + sizeof(sw);
+	int i;
+
+	memset(&sw, 0, sizeof(sw));
+	sw.wr_id = wr->wr_id;
+	sw.opcode = wr->opcode;
+	sw.send_flags = wr->send_flags;
+	sw.ah = SR_NONE;
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		sw.imm_data = wr->imm_data;
+	if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		sw.remote_addr = wr->wr.rdma.remote_addr;
+		sw.rkey = wr->wr.rdma.rkey;
+	}
+	if (q->qpx.qp_base.qp_type == IBV_QPT_UD) {
+		sw.ah = wr->wr.ud.ah->handle;
+		sw.remote_qpn = wr->wr.ud.remote_qpn;
+		sw.remote_qkey = wr->wr.ud.remote_qkey;
+	}
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+			p += wr->sg_list[i].length;
+			sw.inline_len += wr->sg_list[i].length;
+		}
+	} else {
+		sw.num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			struct sr_sge s = {
+				wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey,
+			};
+
+			memcpy(p, &s, sizeof(s));
+			p += sizeof(s);
+		}
+	}
+	memcpy(slot, &sw, sizeof(sw));
+}
+
+static uint8_t *slot_at(struct sr_wq_ring *r, uint32_t k)
+{
+	return r->slot + (size_t)(k % r->slots) * r->slot_size;
+}
+
+int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr)
+{
+	struct ibv_qp *qp = &q->qpx.qp_base;
+	struct sr_wq_ring *r = q->sq;
+	struct ibv_send_wr *w;
+	uint32_t n = 0;
+
+	if (!r || qp->state != IBV_QPS_RTS)
+		return -1;
+	for (w = wr; w; w = w->next, n++)
+		if (!send_ok(q, w))
+			return -1;
+	pthread_mutex_lock(&q->sq_lock);
+	if (!room(r, q->sq_prod, q->max_send_wr, n)) {
+		pthread_mutex_unlock(&q->sq_lock);
+		return -1;
+	}
+	for (w = wr; w; w = w->next)
+		fill_send_slot(q, slot_at(r, q->sq_prod++), w);
+	publish(qp->context, r, q->sq_prod);
+	pthread_mutex_unlock(&q->sq_lock);
+	return 0;
+}
+
+int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr)
+{
+	struct ibv_qp *qp = &q->qpx.qp_base;
+	struct sr_wq_ring *r = q->rq;
+	struct ibv_recv_wr *w;
+	uint32_t n = 0;
+	int i;
+
+	if (!r || qp->state == IBV_QPS_RESET)
+		return -1;
+	for (w = wr; w; w = w->next, n++)
+		if (w->num_sge < 0 || (uint32_t)w->num_sge > q->max_recv_sge ||
+		    sizeof(struct sr_recv_wr) + w->num_sge * sizeof(struct sr_sge) > r->slot_size)
+			return -1;
+	pthread_mutex_lock(&q->rq_lock);
+	if (!room(r, q->rq_prod, q->max_recv_wr, n)) {
+		pthread_mutex_unlock(&q->rq_lock);
+		return -1;
+	}
+	for (w = wr; w; w = w->next) {
+		uint8_t *p = slot_at(r, q->rq_prod++);
+		struct sr_recv_wr rw = { w->wr_id, w->num_sge, 0 };
+
+		memcpy(p, &rw, sizeof(rw));
+		p += sizeof(rw);
+		for (i = 0; i < w->num_sge; i++) {
+			struct sr_sge s = {
+				w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey,
+			};
+
+			memcpy(p, &s, sizeof(s));
+			p += sizeof(s);
+		}
+	}
+	publish(qp->context, r, q->rq_prod);
+	pthread_mutex_unlock(&q->rq_lock);
+	return 0;
+}

@@ -1,0 +1,127 @@
+package dropin
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/verbsapi"
+)
+
+// progRing is a program's view of one work ring: what the library does.
+type progRing struct{ mem []byte }
+
+func (r progRing) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+func (r progRing) slots() uint32        { return *r.word(wqRingSlots) }
+func (r progRing) slotSize() int        { return int(*r.word(wqRingSlotSize)) }
+
+// put writes rec into the next slot and publishes it.
+func (r progRing) put(rec []byte) {
+	prod := atomic.LoadUint32(r.word(wqRingProd))
+	off := wqRingHeader + int(prod%r.slots())*r.slotSize()
+	copy(r.mem[off:off+r.slotSize()], rec)
+	atomic.StoreUint32(r.word(wqRingProd), prod+1)
+}
+
+// rings returns the program's views of a QP's send and receive rings.
+func (c *testClient) ringsOf(qp uint32) (sq, rq progRing) {
+	mem := c.qpRings[qp]
+	sq = progRing{mem}
+	rqOff := ringSlot(ringBytes(sq.slots(), sq.slotSize()))
+	return sq, progRing{mem[rqOff:]}
+}
+
+// drain runs what the poller runs.
+func (c *testClient) drain() {
+	c.local.mu.Lock()
+	defer c.local.mu.Unlock()
+	c.local.drainRingsLocked()
+}
+
+// WRs posted through the rings, as the library lays them out, move data
+// and complete like posted ones: a receive in b's ring is found by the
+// SEND that arrives for it, and both rings' done counts follow the
+// completions. Then the program writes nonsense: counts far ahead, slots
+// of garbage. The daemon reads no more than a ring's worth, refuses the
+// WRs, moves the QP to the error state and goes on serving.
+func TestQPRingsUntrusted(t *testing.T) {
+	d, _ := startTestDaemon(t, "10.0.0.9")
+	gid := gid1(t, d)
+	a := setupProgram(t, localClient(t, d), 0x7f0000100000)
+	b := setupProgram(t, localClient(t, d), 0x7f0000200000)
+	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
+	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	asq, _ := a.ringsOf(a.qp.Handle)
+	_, brq := b.ringsOf(b.qp.Handle)
+	require.EqualValues(t, 16, asq.slots())
+
+	copy(a.mem.mem, "through the ring")
+	brq.put(append(enc(wireRecvWR{WRID: 7, NumSGE: 1}), enc(b.sge(0, 64))...))
+	asq.put(append(enc(wireSendWR{WRID: 9, Opcode: uint32(verbsapi.WRSend), SendFlags: wrSignal, NumSGE: 1}),
+		enc(a.sge(0, 16))...))
+	a.drain()
+	assert.Equal(t, uint64(9), a.pollOne(a.cq).WRID)
+	assert.Equal(t, uint64(7), b.pollOne(b.cq).WRID)
+	assert.Equal(t, "through the ring", string(b.mem.mem[:16]))
+	assert.EqualValues(t, 1, atomic.LoadUint32(asq.word(wqRingDone)), "the send ring's done count")
+	assert.EqualValues(t, 1, atomic.LoadUint32(brq.word(wqRingDone)), "the receive ring's done count")
+
+	// Garbage: a send WR claiming more SGEs and inline bytes than its
+	// slot holds, then a count a million ahead.
+	bad := make([]byte, asq.slotSize())
+	for i := range bad {
+		bad[i] = 0xff
+	}
+	binary.LittleEndian.PutUint32(bad[8:], uint32(verbsapi.WRSend))
+	asq.put(bad)
+	atomic.StoreUint32(asq.word(wqRingProd), atomic.LoadUint32(asq.word(wqRingProd))+1_000_000)
+	a.drain()
+	assert.LessOrEqual(t, atomic.LoadUint32(asq.word(wqRingCons)), 1+asq.slots(), "at most a ring's worth read in one pass")
+	var attr wireQueryQPResp
+	a.do(opQueryQP, enc(wireHandle{a.qp.Handle}), &attr)
+	assert.EqualValues(t, verbsapi.QPSErr, attr.Attr.QPState, "a refused WR moves the QP to the error state")
+	// The daemon still serves the program.
+	a.handle(opAllocPD, nil)
+}
+
+// FuzzQPRings fills a connected QP's send and receive rings with whatever
+// the input says, slot by slot, with counts of the input's choosing, and
+// lets the daemon take them (and a SEND arrive for the receive ring): a
+// program is as hostile here as on the socket. Nothing may panic, and the
+// daemon must go on serving.
+func FuzzQPRings(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3})
+	f.Add(append(enc(wireSendWR{WRID: 1, Opcode: uint32(verbsapi.WRSend), NumSGE: 1}), enc(wireSGE{Length: 8})...))
+	f.Add(append([]byte{1}, enc(wireRecvWR{WRID: 2, NumSGE: 200})...))
+	d, _ := startTestDaemon(f, "10.0.0.9")
+	f.Fuzz(func(t *testing.T, in []byte) {
+		gid := gid1(t, d)
+		a := setupProgram(t, localClient(t, d), 0x7f0000100000)
+		b := setupProgram(t, localClient(t, d), 0x7f0000200000)
+		connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
+		connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+		asq, arq := a.ringsOf(a.qp.Handle)
+		for len(in) > 0 {
+			r := asq
+			if in[0]&1 != 0 {
+				r = arq
+			}
+			n := min(len(in)-1, r.slotSize())
+			r.put(in[1 : 1+n])
+			if in[0]&2 != 0 {
+				atomic.AddUint32(r.word(wqRingProd), uint32(in[0])<<20)
+			}
+			in = in[1+n:]
+		}
+		a.drain()
+		// A SEND for the receive ring's WRs, if any survived.
+		b.post(opPostSend, sendBody(b.qp.Handle, testSendWR{wireSendWR: wireSendWR{WRID: 3,
+			Opcode: uint32(verbsapi.WRSend)}, sges: []wireSGE{b.sge(0, 8)}}))
+		a.drain()
+		a.handle(opAllocPD, nil)
+	})
+}
