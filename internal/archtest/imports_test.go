@@ -50,8 +50,9 @@ var rank = map[string]int{
 	"workload/rdmacm":   5,
 
 	// Commands and the kernel-interop harness wire everything together.
-	"cmd/softroce": 6,
-	"interop":      6,
+	"cmd/softroce":      6,
+	"interop":           6,
+	"bench/udppingpong": 6,
 }
 
 // packages returns the module's package directories (relative, slash
