@@ -1106,9 +1106,11 @@ static int test_daemon_gone(void)
 	struct ibv_mw *mw;
 	struct ibv_ah *ah;
 	struct timespec ts;
+	struct ibv_wc wc;
 	static char buf[4096];
 	void *ret, *cq_context;
 	pthread_t th;
+	int i, n;
 
 	CHECK(ctx, "ibv_open_device");
 	pd = ibv_alloc_pd(ctx);
@@ -1128,6 +1130,17 @@ static int test_daemon_gone(void)
 	      (void *)qp, (void *)srq, (void *)mw, (void *)ah);
 	CHECK(!pthread_create(&th, NULL, cq_waiter, ch), "pthread_create");
 	CHECK(!shutdown(ctx->cmd_fd, SHUT_RDWR), "shutdown");
+	/* A poller that makes no calls (the CQ is a shared ring) notices too,
+	 * within a fraction of a second. */
+	for (i = 0, n = 0; i < 3000 && n == 0; i++) {
+		struct timespec pause = { 0, 1000000 };
+
+		n = ibv_poll_cq(cq, 1, &wc);
+		if (n == 0)
+			nanosleep(&pause, NULL);
+	}
+	CHECK(n == -1 && errno == EPIPE, "ibv_poll_cq after the daemon went: %d (%s)", n,
+	      strerror(errno));
 	CHECK(ibv_query_device(ctx, &da) == EPIPE, "query_device after the daemon went");
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 30;
