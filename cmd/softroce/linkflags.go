@@ -59,7 +59,7 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.StringVar(&lf.Addr, "addr", def.Addr, "device address: IPv4 or IPv6, with a port for udp (127.0.0.2, [::1]:4792)")
 	fs.Uint16Var(&lf.PeerPort, "peer-port", def.PeerPort, "udp: UDP port to send to (0: 4791)")
 	fs.BoolVar(&lf.NoGSO, "no-gso", def.NoGSO, "udp: send every datagram on its own (no UDP segmentation offload)")
-	fs.BoolVar(&lf.GRO, "gro", def.GRO, "udp: receive with UDP GRO (fewer system calls for bulk traffic, more latency on a busy machine)")
+	fs.BoolVar(&lf.GRO, "gro", def.GRO, "udp: keep UDP GRO on for good (without it the link turns GRO on for bulk traffic and off for ping-pong)")
 	fs.StringVar(&lf.Tap, "tap", def.Tap, "tap: interface name (default: the kernel chooses)")
 	fs.StringVar(&lf.Addr6, "addr6", def.Addr6, "tap: an IPv6 address as well as the IPv4 --addr (its GID follows the IPv4-mapped one)")
 	fs.StringVar(&lf.Pcap, "pcap", def.Pcap, "write the device's frames to this pcapng file")

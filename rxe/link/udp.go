@@ -83,13 +83,18 @@ type UDPOptions struct {
 	// which the link otherwise uses when the kernel has it: every packet is
 	// then its own datagram in sendmmsg, as with a kernel without it.
 	NoGSO bool
-	// GRO turns on UDP receive offload (UDP_GRO, udp_gro.go): the kernel
-	// hands over runs of datagrams as one message, fewer system calls for
-	// bulk traffic. It is off by default because it cost latency-bound
-	// traffic milliseconds on a busy machine: Debian's ib_write_lat on the
-	// drop-in library, whose two processes spin on the CPU, went from about
-	// 0.25 ms to 3.5 ms per round trip on UDP loopback with it on.
+	// GRO turns on UDP receive offload (UDP_GRO, udp_gro.go) for good:
+	// the kernel hands over runs of datagrams as one message, fewer
+	// system calls for bulk traffic. Without it the link turns GRO on by
+	// itself while datagrams arrive in full batches and off again when
+	// they come one or two at a time (adaptGRO), since kept on it cost
+	// latency-bound traffic milliseconds on a busy machine: Debian's
+	// ib_write_lat on the drop-in library, whose two processes spin on
+	// the CPU, went from about 0.25 ms to 3.5 ms per round trip on UDP
+	// loopback with it on.
 	GRO bool
+	// NoAutoGRO keeps GRO off unless GRO asks for it.
+	NoAutoGRO bool
 }
 
 // UDP is a link over a kernel UDP socket.
@@ -173,12 +178,21 @@ type udpRx struct {
 	// chunk bytes (0: one contiguous buffer); nextChunk is the size the
 	// last GRO message had.
 	spare     [][]byte
-	gro       bool
+	gro       bool // the buffers are laid out for GRO (once on, they stay)
 	giovs     [][]unix.Iovec
 	niov      int
 	chunk     int
 	nextChunk int
 	maxChunk  int
+
+	// Adaptive GRO (adaptGRO): whether the socket has UDP_GRO on, the
+	// MTU the GRO buffers are made for, and the runs of full and of thin
+	// batches seen. fixed: GRO was asked for, or not to adapt.
+	sockGRO     bool
+	fixed       bool
+	mtu         int
+	full, thin  int
+	groSwitches uint64
 
 	fn   func(uintptr) bool // u.readFD
 	want int
@@ -247,6 +261,7 @@ func ListenUDP(o UDPOptions) (*UDP, error) {
 	}
 	u.tx.init(o.Batch)
 	u.rx.init(o.Batch, o.MTU, gro)
+	u.rx.sockGRO, u.rx.fixed, u.rx.mtu = gro, o.GRO || o.NoAutoGRO, o.MTU
 	u.tx.fn = u.writeFD
 	u.rx.fn = u.readFD
 	return u, nil

@@ -40,6 +40,60 @@ const groMinChunk = 1024
 // groMaxIov is the most iovecs a message's layout uses.
 const groMaxIov = groMsgLen/groMinChunk + 1
 
+// Adaptive GRO. The link turns UDP_GRO on after groOnAfter full batches
+// in a row (bulk: the socket queue had more than a batch waiting) and off
+// after groOffAfter batches in a row of at most two datagrams
+// (ping-pong), so that request-response traffic never waits on it. Once
+// on, the buffers stay laid out for GRO (a message coalesced before the
+// switch may still come); only the socket option goes back and forth.
+const (
+	groOnAfter  = 4
+	groOffAfter = 32
+)
+
+// adaptGRO looks at the last recvmmsg's batch and switches GRO on or off.
+// Called between batches, by the one receiving goroutine.
+func (u *UDP) adaptGRO() {
+	r := &u.rx
+	if r.fixed {
+		return
+	}
+	switch {
+	case r.got == len(r.hdrs):
+		r.full, r.thin = r.full+1, 0
+	case r.got <= 2:
+		r.full, r.thin = 0, r.thin+1
+	default:
+		r.full, r.thin = 0, 0
+	}
+	on := r.sockGRO
+	if !on && r.full >= groOnAfter {
+		on = true
+	} else if on && r.thin >= groOffAfter {
+		on = false
+	}
+	if on == r.sockGRO {
+		return
+	}
+	if on && !r.gro {
+		r.initGRO(len(r.hdrs), r.mtu)
+		r.gro = true
+	}
+	v := 0
+	if on {
+		v = 1
+	}
+	var err error
+	u.raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, v) })
+	if err != nil {
+		r.fixed = true // a kernel without UDP_GRO: stay as we are
+		return
+	}
+	r.sockGRO = on
+	r.full, r.thin = 0, 0
+	r.groSwitches++
+}
+
 // enableGRO turns UDP_GRO on for the socket, reporting whether the kernel
 // has it (Linux 5.0 and later).
 func enableGRO(fd uintptr) bool {

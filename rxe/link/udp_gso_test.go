@@ -319,3 +319,48 @@ func TestUDPGROOversizeRuns(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, uint64(4*32), b.Stats().RxTruncated)
 }
+
+// Without --gro the link turns GRO on while datagrams come in full
+// batches and off again after a run of batches of one: bulk gets the
+// offload, ping-pong never waits on it. Every datagram is handed out
+// whole either way.
+func TestUDPAdaptiveGRO(t *testing.T) {
+	b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, 24798), MTU: 1500, Batch: 8})
+	a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 24799), PeerPort: 24798, MTU: 1500})
+	frames := make([]Frame, 8)
+	send := func(n int) {
+		t.Helper()
+		batch := make([]Frame, n)
+		for i := range batch {
+			batch[i] = Frame{Data: udpFrame(t, a, udpB, 200, uint32(i), 0, 64)}
+		}
+		for len(batch) > 0 {
+			k, err := a.Send(batch)
+			require.NoError(t, err)
+			batch = batch[k:]
+		}
+	}
+	recv := func(n int) {
+		t.Helper()
+		for got := 0; got < n; {
+			k, err := b.Recv(frames)
+			require.NoError(t, err)
+			for _, f := range frames[:k] {
+				require.Len(t, f.Data, len(udpFrame(t, a, udpB, 200, 0, 0, 64)))
+			}
+			got += k
+		}
+	}
+	require.False(t, b.rx.sockGRO)
+	for range 2 * groOnAfter {
+		send(64)
+		recv(64)
+	}
+	assert.True(t, b.rx.sockGRO, "full batches turn GRO on")
+	for range 2 * groOffAfter {
+		send(1)
+		recv(1)
+	}
+	assert.False(t, b.rx.sockGRO, "batches of one turn it off")
+	assert.EqualValues(t, 2, b.rx.groSwitches)
+}

@@ -31,6 +31,9 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 			u.stats.rxFrames.Add(uint64(out))
 			return out, nil
 		}
+		if r.got > 0 {
+			u.adaptGRO()
+		}
 		want := min(len(frames), len(r.hdrs))
 		if r.gro {
 			r.layout(r.nextChunk)
