@@ -59,14 +59,25 @@ type cqRing struct {
 // newCQRing makes a ring of n entries and returns it with the memfd to
 // hand the program (the caller closes it once sent).
 func newCQRing(n int) (*cqRing, int, error) {
-	size := cqRingBytes(n)
-	fd, err := unix.MemfdCreate("softroce-cq", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	mem, fd, err := sharedMemfd("softroce-cq", cqRingBytes(n))
 	if err != nil {
-		return nil, -1, fmt.Errorf("cq ring: memfd_create: %w", err)
+		return nil, -1, fmt.Errorf("cq ring of %d entries: %w", n, err)
 	}
-	fail := func(what string, err error) (*cqRing, int, error) {
+	return &cqRing{mem: mem, n: uint32(n)}, fd, nil
+}
+
+// sharedMemfd makes size bytes of memory to share with a program: a memfd
+// sealed against shrinking and growing (so that the daemon's mapping can
+// never fault, whatever the program does with its descriptor), mapped
+// shared. It returns the mapping and the memfd.
+func sharedMemfd(name string, size int) ([]byte, int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	fail := func(what string, err error) ([]byte, int, error) {
 		unix.Close(fd)
-		return nil, -1, fmt.Errorf("cq ring of %d entries: %s: %w", n, what, err)
+		return nil, -1, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail("ftruncate", err)
@@ -79,7 +90,7 @@ func newCQRing(n int) (*cqRing, int, error) {
 	if err != nil {
 		return fail("mmap", err)
 	}
-	return &cqRing{mem: mem, n: uint32(n)}, fd, nil
+	return mem, fd, nil
 }
 
 func (r *cqRing) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }

@@ -107,7 +107,12 @@ func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	for try := 0; try < 50; try++ {
 		select {
 		case <-srv.done:
-			t.Fatalf("%s exited before a client came (%v):\n%s", tc.server[0], srv.err, srv.out.String())
+			last := ""
+			if cli != nil {
+				last = cli.out.String()
+			}
+			t.Fatalf("%s exited before a client came (%v):\n%s\n--- the last client (%d tries):\n%s",
+				tc.server[0], srv.err, srv.out.String(), try, last)
 		default:
 		}
 		cli, err = startTool(ctx, lib, l.client, tc.client[0], args...)

@@ -97,16 +97,8 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 		}
 		ch = cc.ch
 	}
-	var bytes int64
-	if cqe <= c.ctx.QueryDevice().MaxCQE {
-		bytes = verbsapi.CQQueueBytes(cqe)
-	}
-	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
-		return errno
-	}
-	ring, fd, errno := c.newRing(cqe)
+	ring, fd, bytes, errno := c.newRing(cqe)
 	if errno != 0 {
-		c.releaseQueue(bytes)
 		return errno
 	}
 	// comp_vector picks an interrupt vector: softroce has none to pick.
@@ -125,18 +117,25 @@ func (c *conn) createCQ(b []byte) syscall.Errno {
 	return 0
 }
 
-// newRing makes the shared ring of a CQ of cqe entries (cqring.go), once
-// cqe is known to be a depth the device grants.
-func (c *conn) newRing(cqe int) (*cqRing, int, syscall.Errno) {
-	if max := c.ctx.QueryDevice().MaxCQE; cqe < 1 || cqe > max {
-		return nil, -1, c.refuse(syscall.EINVAL, "cq of %d entries: the device's CQs hold 1..%d", cqe, max)
+// newRing charges the program's queue memory for a CQ of cqe entries and
+// makes its shared ring (cqring.go), returning the ring, the memfd to send
+// and the bytes charged (the caller releases them if the CQ is not made).
+func (c *conn) newRing(cqe int) (*cqRing, int, int64, syscall.Errno) {
+	max := c.ctx.QueryDevice().MaxCQE
+	if cqe < 1 || cqe > max {
+		return nil, -1, 0, c.refuse(syscall.EINVAL, "cq of %d entries: the device's CQs hold 1..%d", cqe, max)
+	}
+	bytes := verbsapi.CQQueueBytes(cqe)
+	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
+		return nil, -1, 0, errno
 	}
 	ring, fd, err := newCQRing(cqe)
 	if err != nil {
+		c.releaseQueue(bytes)
 		c.reason = err
-		return nil, -1, errnoOf(err)
+		return nil, -1, 0, errnoOf(err)
 	}
-	return ring, fd, 0
+	return ring, fd, bytes, 0
 }
 
 func (c *conn) destroyCQ(b []byte) syscall.Errno {
@@ -175,16 +174,8 @@ func (c *conn) resizeCQ(b []byte) syscall.Errno {
 	if ccq.ring.Len() > cqe {
 		return syscall.EINVAL
 	}
-	bytes := verbsapi.CQQueueBytes(cqe)
-	if cqe > c.ctx.QueryDevice().MaxCQE {
-		bytes = 0
-	}
-	if errno := c.reserveQueue(bytes, fmt.Sprintf("a CQ of %d entries", cqe)); errno != 0 {
-		return errno
-	}
-	ring, fd, errno := c.newRing(cqe)
+	ring, fd, bytes, errno := c.newRing(cqe)
 	if errno != 0 {
-		c.releaseQueue(bytes)
 		return errno
 	}
 	if err := ccq.cq.ResizeRing(cqe, ring); err != nil {

@@ -145,24 +145,9 @@ func qpRingLayout(sqN uint32, sqSlot int, rqN uint32, rqSlot int) (rqOff, total 
 // for a QP on an SRQ.
 func newQPRings(sqN uint32, sqSlot int, rqN uint32, rqSlot int, sleeping bool) (*qpRings, int, error) {
 	rqOff, size := qpRingLayout(sqN, sqSlot, rqN, rqSlot)
-	fd, err := unix.MemfdCreate("softroce-qp", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	mem, fd, err := sharedMemfd("softroce-qp", size)
 	if err != nil {
-		return nil, -1, fmt.Errorf("qp rings: memfd_create: %w", err)
-	}
-	fail := func(what string, err error) (*qpRings, int, error) {
-		unix.Close(fd)
-		return nil, -1, fmt.Errorf("qp rings of %d and %d slots: %s: %w", sqN, rqN, what, err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail("ftruncate", err)
-	}
-	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		return fail("seal", err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fail("mmap", err)
+		return nil, -1, fmt.Errorf("qp rings of %d and %d slots: %w", sqN, rqN, err)
 	}
 	q := &qpRings{mem: mem}
 	ring := func(m []byte, n uint32, slot int) *wqRing {

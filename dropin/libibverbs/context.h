@@ -170,6 +170,11 @@ void sr_wq_unmap(struct srl_qp *q);
 int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr);
 int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr);
 
+/* qp.c: one WR laid out as a POST_SEND or POST_RECV body carries it (its
+ * struct and what follows); they return the bytes written. */
+size_t sr_send_wr_to_wire(void *dst, const struct ibv_send_wr *w, enum ibv_qp_type t);
+size_t sr_recv_wr_to_wire(void *dst, const struct ibv_recv_wr *w);
+
 /* qp.c: the struct sr_bind_mw that follows a BIND_MW WR. */
 void sr_bind_to_wire(struct sr_bind_mw *b, struct ibv_mw *mw, uint32_t rkey,
 		     const struct ibv_mw_bind_info *info);

@@ -322,6 +322,56 @@ static void fill_send_wr(struct sr_send_wr *w, const struct ibv_send_wr *wr, enu
 	}
 }
 
+size_t sr_send_wr_to_wire(void *dst, const struct ibv_send_wr *w, enum ibv_qp_type t)
+{
+	struct sr_send_wr sw;
+	char *p = (char *)dst + sizeof(sw);
+	int i;
+
+	fill_send_wr(&sw, w, t);
+	if (w->opcode == IBV_WR_BIND_MW) {
+		struct sr_bind_mw b;
+
+		sr_bind_to_wire(&b, w->bind_mw.mw, w->bind_mw.rkey, &w->bind_mw.bind_info);
+		memcpy(p, &b, sizeof(b));
+		p += sizeof(b);
+	} else if (w->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < w->num_sge; i++) {
+			memcpy(p, (void *)(uintptr_t)w->sg_list[i].addr, w->sg_list[i].length);
+			p += w->sg_list[i].length;
+			sw.inline_len += w->sg_list[i].length;
+		}
+	} else {
+		sw.num_sge = w->num_sge;
+		for (i = 0; i < w->num_sge; i++) {
+			struct sr_sge s = {
+				w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey,
+			};
+
+			memcpy(p, &s, sizeof(s));
+			p += sizeof(s);
+		}
+	}
+	memcpy(dst, &sw, sizeof(sw));
+	return p - (char *)dst;
+}
+
+size_t sr_recv_wr_to_wire(void *dst, const struct ibv_recv_wr *w)
+{
+	struct sr_recv_wr rw = { w->wr_id, w->num_sge, 0 };
+	char *p = (char *)dst + sizeof(rw);
+	int i;
+
+	memcpy(dst, &rw, sizeof(rw));
+	for (i = 0; i < w->num_sge; i++) {
+		struct sr_sge s = { w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey };
+
+		memcpy(p, &s, sizeof(s));
+		p += sizeof(s);
+	}
+	return p - (char *)dst;
+}
+
 /* sr_bind_to_wire names the window by handle and by the rkey the program
  * holds, and the region by its lkey (none for a type 1 unbind). */
 void sr_bind_to_wire(struct sr_bind_mw *b, struct ibv_mw *mw, uint32_t rkey,
@@ -404,40 +454,8 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 		hdr->handle = qp->handle;
 		hdr->nwr = nwr;
 		p = buf + sizeof(*hdr);
-		for (w = wr; w != stop; w = w->next) {
-			struct sr_send_wr *sw = (struct sr_send_wr *)p;
-			int i;
-
-			fill_send_wr(sw, w, qp->qp_type);
-			p += sizeof(*sw);
-			if (w->opcode == IBV_WR_BIND_MW) {
-				struct sr_bind_mw b;
-
-				sr_bind_to_wire(&b, w->bind_mw.mw, w->bind_mw.rkey,
-						&w->bind_mw.bind_info);
-				memcpy(p, &b, sizeof(b));
-				p += sizeof(b);
-				continue;
-			}
-			if (w->send_flags & IBV_SEND_INLINE) {
-				for (i = 0; i < w->num_sge; i++) {
-					memcpy(p, (void *)(uintptr_t)w->sg_list[i].addr,
-					       w->sg_list[i].length);
-					p += w->sg_list[i].length;
-					sw->inline_len += w->sg_list[i].length;
-				}
-				continue;
-			}
-			sw->num_sge = w->num_sge;
-			for (i = 0; i < w->num_sge; i++) {
-				struct sr_sge s = {
-					w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey,
-				};
-
-				memcpy(p, &s, sizeof(s));
-				p += sizeof(s);
-			}
-		}
+		for (w = wr; w != stop; w = w->next)
+			p += sr_send_wr_to_wire(p, w, qp->qp_type);
 		err = sr_post_call(qp->context, SR_OP_POST_SEND, buf, len, &bad);
 		if (buf != stack)
 			free(buf);
@@ -499,21 +517,8 @@ int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
 		hdr->handle = handle;
 		hdr->nwr = nwr;
 		p = buf + sizeof(*hdr);
-		for (w = wr; w != stop; w = w->next) {
-			struct sr_recv_wr rw = { w->wr_id, w->num_sge, 0 };
-			int i;
-
-			memcpy(p, &rw, sizeof(rw));
-			p += sizeof(rw);
-			for (i = 0; i < w->num_sge; i++) {
-				struct sr_sge s = {
-					w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey,
-				};
-
-				memcpy(p, &s, sizeof(s));
-				p += sizeof(s);
-			}
-		}
+		for (w = wr; w != stop; w = w->next)
+			p += sr_recv_wr_to_wire(p, w);
 		err = sr_post_call(ctx, op, buf, len, &bad);
 		if (buf != stack)
 			free(buf);

@@ -137,49 +137,6 @@ static int send_ok(struct srl_qp *q, const struct ibv_send_wr *wr)
 	return need <= q->sq->slot_size;
 }
 
-/* fill_send_slot lays wr out in slot as POST_SEND does. */
-static void fill_send_slot(struct srl_qp *q, uint8_t *slot, const struct ibv_send_wr *wr)
-{
-	struct sr_send_wr sw;
-	uint8_t *p = slot + sizeof(sw);
-	int i;
-
-	memset(&sw, 0, sizeof(sw));
-	sw.wr_id = wr->wr_id;
-	sw.opcode = wr->opcode;
-	sw.send_flags = wr->send_flags;
-	sw.ah = SR_NONE;
-	if (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-		sw.imm_data = wr->imm_data;
-	if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		sw.remote_addr = wr->wr.rdma.remote_addr;
-		sw.rkey = wr->wr.rdma.rkey;
-	}
-	if (q->qpx.qp_base.qp_type == IBV_QPT_UD) {
-		sw.ah = wr->wr.ud.ah->handle;
-		sw.remote_qpn = wr->wr.ud.remote_qpn;
-		sw.remote_qkey = wr->wr.ud.remote_qkey;
-	}
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		for (i = 0; i < wr->num_sge; i++) {
-			memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
-			p += wr->sg_list[i].length;
-			sw.inline_len += wr->sg_list[i].length;
-		}
-	} else {
-		sw.num_sge = wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			struct sr_sge s = {
-				wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey,
-			};
-
-			memcpy(p, &s, sizeof(s));
-			p += sizeof(s);
-		}
-	}
-	memcpy(slot, &sw, sizeof(sw));
-}
-
 static uint8_t *slot_at(struct sr_wq_ring *r, uint32_t k)
 {
 	return r->slot + (size_t)(k % r->slots) * r->slot_size;
@@ -203,7 +160,7 @@ int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr)
 		return -1;
 	}
 	for (w = wr; w; w = w->next)
-		fill_send_slot(q, slot_at(r, q->sq_prod++), w);
+		sr_send_wr_to_wire(slot_at(r, q->sq_prod++), w, qp->qp_type);
 	publish(qp->context, r, q->sq_prod);
 	pthread_mutex_unlock(&q->sq_lock);
 	return 0;
@@ -215,7 +172,6 @@ int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr)
 	struct sr_wq_ring *r = q->rq;
 	struct ibv_recv_wr *w;
 	uint32_t n = 0;
-	int i;
 
 	if (!r || qp->state == IBV_QPS_RESET)
 		return -1;
@@ -228,21 +184,8 @@ int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr)
 		pthread_mutex_unlock(&q->rq_lock);
 		return -1;
 	}
-	for (w = wr; w; w = w->next) {
-		uint8_t *p = slot_at(r, q->rq_prod++);
-		struct sr_recv_wr rw = { w->wr_id, w->num_sge, 0 };
-
-		memcpy(p, &rw, sizeof(rw));
-		p += sizeof(rw);
-		for (i = 0; i < w->num_sge; i++) {
-			struct sr_sge s = {
-				w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey,
-			};
-
-			memcpy(p, &s, sizeof(s));
-			p += sizeof(s);
-		}
-	}
+	for (w = wr; w; w = w->next)
+		sr_recv_wr_to_wire(slot_at(r, q->rq_prod++), w);
 	publish(qp->context, r, q->rq_prod);
 	pthread_mutex_unlock(&q->rq_lock);
 	return 0;
