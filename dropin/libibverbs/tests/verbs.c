@@ -905,6 +905,32 @@ out:
 	return rc;
 }
 
+/* test_destroy_cleans_cq: a destroyed QP leaves none of its completions in
+ * its CQ (here the flushes of receives posted through its ring), as mlx5's
+ * provider cleans them: a program may free what the WR ids point to. */
+static int test_destroy_cleans_cq(void)
+{
+	struct ibv_qp *q = make_qp(&a, IBV_QPT_RC, NULL);
+	struct ibv_sge sge = { (uintptr_t)a.buf + 7168, 64, a.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 30, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = ACCESS };
+	struct ibv_wc wc;
+	int i;
+
+	CHECK(q, "create QP");
+	CHECK(!ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS), "modify INIT");
+	for (i = 0; i < 4; i++)
+		CHECK(!ibv_post_recv(q, &rwr, &rbad), "post_recv %d", i);
+	at.qp_state = IBV_QPS_ERR;
+	CHECK(!ibv_modify_qp(q, &at, IBV_QP_STATE), "to ERR");
+	CHECK(!ibv_destroy_qp(q), "destroy_qp");
+	CHECK(ibv_poll_cq(a.cq, 1, &wc) == 0, "left in the CQ: wr %" PRIu64 " status %s",
+	      wc.wr_id, ibv_wc_status_str(wc.status));
+	return 0;
+}
+
 /* test_cq_ring: a CQ read from its shared ring keeps its completions in
  * order across ibv_resize_cq, an overflow is reported as rxe does
  * (IBV_EVENT_CQ_ERR), a resize below what waits is refused, and a drained
@@ -1391,6 +1417,7 @@ int main(void)
 	RUN(test_mw());
 	RUN(test_reset_cleans_cq());
 	RUN(test_cq_ring());
+	RUN(test_destroy_cleans_cq());
 	RUN(test_peer_cred());
 	RUN(test_daemon_gone());
 	RUN(test_misframed());
