@@ -104,8 +104,9 @@ type connQP struct {
 
 type connSRQ struct {
 	srq    *verbsapi.SRQ
-	bytes  int64  // queue memory charged (queuelimit.go)
-	events uint32 // async events delivered
+	ring   *wqRing // the program posts here too (wqring.go)
+	bytes  int64   // queue memory charged (queuelimit.go)
+	events uint32  // async events delivered
 }
 
 func newConn(d *Server, ctx *verbsapi.Context, uc *net.UnixConn) *conn {
@@ -232,7 +233,7 @@ func (c *conn) call(r *request) syscall.Errno {
 	b := r.body
 	// A call sees the QPs as the program posted to them: what waits in
 	// their rings goes first.
-	if len(c.ringQPs) > 0 {
+	if len(c.ringQPs) > 0 || len(c.srqs) > 0 {
 		c.drainRingsLocked()
 	}
 	switch r.op {
@@ -340,6 +341,17 @@ func (c *conn) call(r *request) syscall.Errno {
 	return syscall.EOPNOTSUPP
 }
 
+// unmapRing releases the SRQ's ring once the device no longer takes from
+// it (the SRQ destroyed).
+func (s *connSRQ) unmapRing() {
+	if s.ring != nil {
+		s.srq.SetRecvRefill(nil)
+		s.srq.SetQueueWatch(nil)
+		unix.Munmap(s.ring.mem)
+		s.ring = nil
+	}
+}
+
 // handleArg decodes a body that is one struct sr_handle.
 func handleArg(b []byte) (uint32, bool) {
 	var h wireHandle
@@ -363,8 +375,13 @@ func (c *conn) cleanup() {
 		c.owners.drop(q.qp)
 		delete(c.qps, h)
 	}
+	var srqRings []*connSRQ // of SRQs not destroyed yet: unmapped after Close
 	for h, s := range c.srqs {
-		s.srq.Destroy()
+		if s.srq.Destroy() == nil {
+			s.unmapRing()
+		} else {
+			srqRings = append(srqRings, s)
+		}
 		c.owners.drop(s.srq)
 		delete(c.srqs, h)
 	}
@@ -415,6 +432,9 @@ func (c *conn) cleanup() {
 		q.rings.unmap()
 	}
 	c.ringQPs = nil
+	for _, s := range srqRings {
+		s.unmapRing()
+	}
 	c.d.queueBytes.Add(-c.queueBytes)
 	c.queueBytes = 0
 }

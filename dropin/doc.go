@@ -22,8 +22,9 @@
 // write WRs into slots and ring the context's doorbell (an eventfd) only
 // when the daemon's poller for the program sleeps; the device reads the
 // receive ring when a message needs a WR, as an RNIC reads its receive
-// queue. What cannot go through a ring (binds, a full queue, an SRQ)
-// goes by a call, which takes what waits in the rings first.
+// queue. An SRQ has a receive ring too, read at every take from it. What
+// cannot go through a ring (binds, READ and atomics, a full queue) goes by
+// a call, which takes what waits in the rings first.
 //
 // Registered memory is shared, not copied: ibv_reg_mr moves the region's
 // pages into sealed memfds mapped at the same addresses in the program,

@@ -181,6 +181,12 @@ func (c *conn) postRecv(b []byte, srq bool) syscall.Errno {
 	default:
 		return c.postFail(0, syscall.EINVAL)
 	}
+	if s := c.srqs[h]; srq && s.ring != nil && s.ring.pending() {
+		s.srq.RefillRecv()
+		if s.ring.pending() {
+			return c.postFail(0, syscall.ENOMEM)
+		}
+	}
 	if q := c.qps[h]; !srq && q.rings != nil && q.rings.rq != nil && q.rings.rq.pending() {
 		// The receive ring goes first; what the queue has no room for
 		// makes it full.

@@ -309,7 +309,7 @@ func (c *conn) makeRings(q *connQP, caps verbsapi.QPCap, onSRQ bool) syscall.Err
 	c.ringQPs = append(c.ringQPs, q)
 	q.qp.SetQueueWatch(queueWatch(rings))
 	if rings.rq != nil {
-		q.qp.SetRecvRefill(c.recvRefill(q))
+		q.qp.SetRecvRefill(c.recvRefill(rings.rq, fmt.Sprintf("QP %d", q.qp.QPN())))
 	}
 	c.sendFD(fd)
 	return 0
@@ -509,9 +509,20 @@ func (c *conn) createSRQ(b []byte) syscall.Errno {
 		c.releaseQueue(bytes)
 		return c.errnoOf(err)
 	}
+	granted := s.Query()
+	ring, fd, err := newSRQRing(uint32(granted.MaxWR), granted.MaxSGE)
+	if err != nil {
+		s.Destroy()
+		c.releaseQueue(bytes)
+		c.reason = err
+		return errnoOf(err)
+	}
 	h := c.handle()
-	c.srqs[h] = &connSRQ{srq: s, bytes: bytes}
+	c.srqs[h] = &connSRQ{srq: s, bytes: bytes, ring: ring}
+	s.SetRecvRefill(c.recvRefill(ring, fmt.Sprintf("SRQ %d", h)))
+	s.SetQueueWatch(ring.finish)
 	c.owners.add(s, c, h)
+	c.sendFD(fd)
 	c.putSRQ(h, s)
 	return 0
 }
@@ -566,6 +577,7 @@ func (c *conn) destroySRQ(b []byte) syscall.Errno {
 	if err := s.srq.Destroy(); err != nil {
 		return c.errnoOf(err)
 	}
+	s.unmapRing()
 	c.owners.drop(s.srq)
 	delete(c.srqs, h)
 	c.releaseQueue(s.bytes)

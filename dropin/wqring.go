@@ -14,7 +14,7 @@ package dropin
 // The library posts through a ring only what cannot fail there: a QP in
 // a state that takes the WR, SGE and inline counts within the QP's caps,
 // and room by the daemon's own count of WRs the QP has finished with
-// (done). Anything else (binds, a full queue, an SRQ) is a call, which
+// (done). Anything else (binds, READ and atomics, a full queue) is a call, which
 // takes what waits in the rings first, so the order of a QP's WRs is the
 // order they were posted. The program is not trusted here either: each
 // slot is copied before it is read, checked as a POST_* body is, and a WR
@@ -189,6 +189,11 @@ func (q *qpRings) setSleeping(v uint32) {
 // out. It reports whether it took anything, and whether some send WRs
 // wait for room in their QP.
 func (c *conn) drainRingsLocked() (worked, blocked bool) {
+	for _, s := range c.srqs {
+		if s.ring != nil && s.ring.pending() {
+			s.srq.RefillRecv()
+		}
+	}
 	for _, q := range c.ringQPs {
 		if rq := q.rings.rq; rq != nil && rq.pending() {
 			from := rq.cons.Load()
@@ -263,18 +268,18 @@ func queueWatch(rings *qpRings) func(send, recv int) {
 	}
 }
 
-// recvRefill returns the function the QP calls when its receive queue is
-// empty (verbsapi.QP.SetRecvRefill): it moves the receive ring's published
-// WRs into the queue, so the device finds a WR the program posted before
-// a message arrived, as an RNIC reads its receive queue. It runs under the
-// device's lock, with scratch of its own; a WR the QP refuses is dropped
-// and logged (the library never writes one).
-func (c *conn) recvRefill(q *connQP) func(post func(*verbsapi.RecvWR) error) {
-	r := q.rings.rq
+// recvRefill returns the function a QP or SRQ calls when it needs a
+// receive WR (verbsapi.QP.SetRecvRefill, verbsapi.SRQ.SetRecvRefill): it
+// moves ring r's published WRs into the queue, so the device finds a WR
+// the program posted before a message arrived, as an RNIC reads its
+// receive queue. It runs under the device's lock, with scratch of its
+// own; a WR the queue refuses is dropped and logged (the library never
+// writes one). what names the queue in the log.
+func (c *conn) recvRefill(r *wqRing, what string) func(post func(*verbsapi.RecvWR) error) {
 	buf := make([]byte, r.slotSize)
 	sges := make([]verbsapi.SGE, (r.slotSize-sizeRecvWR)/sizeSGE)
 	var wr verbsapi.RecvWR
-	d, pid, qpn := c.d, c.pid, q.qp.QPN()
+	d, pid := c.d, c.pid
 	return func(post func(*verbsapi.RecvWR) error) {
 		for n := r.available(); n > 0; n-- {
 			copy(buf, r.slot(r.cons.Load()))
@@ -293,11 +298,26 @@ func (c *conn) recvRefill(q *connQP) func(post func(*verbsapi.RecvWR) error) {
 				break
 			}
 			if err != nil {
-				d.logf("program pid %d: QP %d: a WR in its receive ring refused and dropped: %v", pid, qpn, err)
+				d.logf("program pid %d: %s: a WR in its receive ring refused and dropped: %v", pid, what, err)
 			}
 			atomic.StoreUint32(r.word(wqRingCons), r.cons.Add(1))
 		}
 	}
+}
+
+// newSRQRing makes an SRQ's ring of n slots for WRs of up to maxSGE SGEs
+// in a sealed shared memfd, and returns it with the memfd to send. The
+// device takes from it on every take from the SRQ, so its poller never
+// sleeps on it: sleeping stays clear and the library rings no doorbell.
+func newSRQRing(n uint32, maxSGE int) (*wqRing, int, error) {
+	slot := recvSlot(maxSGE)
+	mem, fd, err := sharedMemfd("softroce-srq", ringBytes(n, slot))
+	if err != nil {
+		return nil, -1, fmt.Errorf("srq ring of %d slots: %w", n, err)
+	}
+	r := &wqRing{mem: mem, slots: n, slotSize: slot}
+	*r.word(wqRingSlots), *r.word(wqRingSlotSize) = n, uint32(slot)
+	return r, fd, nil
 }
 
 // ringRefused handles a WR from a ring that the QP refused: there is no

@@ -9,6 +9,28 @@ type SRQ struct {
 	ring   wqeRing
 	limit  int // armed limit, 0 when disarmed
 	events func(Event)
+	// refill and watch: as a QP's (SetRecvRefill, SetQueueWatch), for
+	// WQEs posted to a ring the engine cannot see; post is Post, bound
+	// once.
+	refill func(post func(*RecvWR) error)
+	post   func(*RecvWR) error
+	watch  func(n int)
+}
+
+// SetRefill sets the function take calls first, which moves WRs posted
+// elsewhere (a ring shared with a program) into the SRQ with post: every
+// take, so that the limit event counts them too.
+func (s *SRQ) SetRefill(f func(post func(*RecvWR) error)) { s.refill, s.post = f, s.Post }
+
+// SetWatch sets the function told how many WQEs the SRQ holds whenever
+// one leaves it, before its completion is pushed.
+func (s *SRQ) SetWatch(f func(n int)) { s.watch = f }
+
+// Refill calls the refill function now, if there is one.
+func (s *SRQ) Refill() {
+	if s.refill != nil {
+		s.refill(s.post)
+	}
 }
 
 // NewSRQ returns an SRQ holding up to maxWR WQEs of up to maxSGE SGEs each.
@@ -54,12 +76,16 @@ func (s *SRQ) MaxSGE() int { return s.ring.maxSGE }
 // take moves the oldest WQE into dst and reports whether there was one. The
 // limit event fires here, as in rxe's get_srq_wqe.
 func (s *SRQ) take(dst *recvWQE) bool {
+	s.Refill()
 	w := s.ring.peek()
 	if w == nil {
 		return false
 	}
 	dst.copyFrom(w)
 	s.ring.pop()
+	if s.watch != nil {
+		s.watch(s.ring.n)
+	}
 	if s.limit > 0 && s.ring.n < s.limit {
 		s.limit = 0
 		if s.events != nil {

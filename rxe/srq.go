@@ -61,6 +61,29 @@ func (s *SRQ) PostRecv(wr *qp.RecvWR) error {
 	return s.srq.Post(wr)
 }
 
+// SetRefill and SetWatch set the SRQ's hooks for WQEs posted to a ring
+// outside the device (see qp.SRQ.SetRefill); they run under the device's
+// lock and must not call the device. Refill runs the refill now.
+func (s *SRQ) SetRefill(f func(post func(*qp.RecvWR) error)) {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.srq.SetRefill(f)
+}
+
+func (s *SRQ) SetWatch(f func(n int)) {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.srq.SetWatch(f)
+}
+
+func (s *SRQ) Refill() {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if !s.dead {
+		s.srq.Refill()
+	}
+}
+
 // SetLimit arms the limit event (ibv_modify_srq with IBV_SRQ_LIMIT).
 func (s *SRQ) SetLimit(limit int) error {
 	s.d.mu.Lock()

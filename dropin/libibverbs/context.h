@@ -90,6 +90,15 @@ struct srl_qp {
 	int wrerr;           /* first error since wr_start */
 };
 
+/* srl_srq: an SRQ with its ring (wq.c; NULL: posts are calls). */
+struct srl_srq {
+	struct ibv_srq srq; /* first: programs see only this */
+	struct sr_wq_ring *ring;
+	size_t ring_bytes;
+	pthread_mutex_t lock;
+	uint32_t prod, max_wr, max_sge;
+};
+
 static inline struct sr_context *to_sr(struct ibv_context *ctx)
 {
 	return (struct sr_context *)((char *)ctx - offsetof(struct sr_context, vctx.context));
@@ -166,6 +175,9 @@ int sr_post_recv_list(struct ibv_context *ctx, uint32_t op, uint32_t handle,
  * return 0, or return -1 having written nothing: the list must go by a
  * call, which takes what waits in the rings first. */
 void sr_wq_map(struct srl_qp *q, int fd, int on_srq);
+void sr_srq_map(struct srl_srq *s, int fd);
+void sr_srq_unmap(struct srl_srq *s);
+int sr_wq_post_srq_recv(struct srl_srq *s, struct ibv_recv_wr *wr);
 void sr_wq_unmap(struct srl_qp *q);
 int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr);
 int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr);

@@ -77,7 +77,8 @@ enum sr_op {
 	SR_OP_POST_RECV = 65,  /* struct sr_post + WRs -> struct sr_post_resp */
 	SR_OP_DOORBELL = 66,   /* -> the context's doorbell, an eventfd (struct sr_wq_ring) */
 
-	SR_OP_CREATE_SRQ = 70,    /* struct sr_create_srq -> struct sr_srq */
+	SR_OP_CREATE_SRQ = 70,    /* struct sr_create_srq -> struct sr_srq + its ring's fd (one
+				   * struct sr_wq_ring; sleeping stays clear: no doorbell) */
 	SR_OP_MODIFY_SRQ = 71,    /* struct sr_modify_srq */
 	SR_OP_QUERY_SRQ = 72,     /* struct sr_handle -> struct sr_srq */
 	SR_OP_DESTROY_SRQ = 73,   /* struct sr_handle -> struct sr_destroy_srq_resp */

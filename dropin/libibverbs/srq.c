@@ -1,6 +1,8 @@
-/* srq.c: shared receive queues. */
+/* srq.c: shared receive queues, posted to through a ring shared with the
+ * daemon when they can (wq.c). */
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "context.h"
 
@@ -10,24 +12,32 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr
 		pd->handle, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
 	};
 	struct ibv_srq *srq;
+	struct srl_srq *s;
 	struct sr_srq resp;
-	int err;
+	int err, fd = -1;
 
-	srq = calloc(1, sizeof(*srq));
-	if (!srq) {
+	s = calloc(1, sizeof(*s));
+	if (!s) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	err = sr_ctx_call(pd->context, SR_OP_CREATE_SRQ, &req, sizeof(req), &resp, sizeof(resp));
+	srq = &s->srq;
+	err = sr_ctx_callx(pd->context, SR_OP_CREATE_SRQ, &req, sizeof(req), NULL, 0,
+			   &resp, sizeof(resp), NULL, &fd);
 	if (!err)
 		err = sr_obj_add(pd->context, SR_ELEM_SRQ, resp.handle, srq);
 	if (err) {
-		free(srq);
+		if (fd >= 0)
+			close(fd);
+		free(s);
 		errno = err;
 		return NULL;
 	}
 	attr->attr.max_wr = resp.max_wr;
 	attr->attr.max_sge = resp.max_sge;
+	s->max_wr = resp.max_wr;
+	s->max_sge = resp.max_sge;
+	sr_srq_map(s, fd);
 	srq->context = pd->context;
 	srq->srq_context = attr->srq_context;
 	srq->pd = pd;
@@ -77,11 +87,14 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 		sr_wait_events(&srq->mutex, &srq->cond, &srq->events_completed,
 			       resp.events_reported);
 	sr_obj_del(srq->context, SR_ELEM_SRQ, srq->handle);
+	sr_srq_unmap((struct srl_srq *)srq);
 	free(srq);
 	return 0;
 }
 
 int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
+	if (wr && !sr_wq_post_srq_recv((struct srl_srq *)srq, wr))
+		return 0;
 	return sr_post_recv_list(srq->context, SR_OP_POST_SRQ_RECV, srq->handle, wr, bad_wr);
 }

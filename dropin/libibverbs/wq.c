@@ -166,27 +166,83 @@ int sr_wq_post_send(struct srl_qp *q, struct ibv_send_wr *wr)
 	return 0;
 }
 
-int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr)
+/* post_recv_ring posts a receive list through ring r (a QP's receive ring
+ * or an SRQ's) of depth WRs of up to max_sge SGEs, whose count the caller
+ * keeps in *prod under lock. */
+static int post_recv_ring(struct ibv_context *ctx, struct sr_wq_ring *r, pthread_mutex_t *lock,
+			  uint32_t *prod, uint32_t depth, uint32_t max_sge, struct ibv_recv_wr *wr)
 {
-	struct ibv_qp *qp = &q->qpx.qp_base;
-	struct sr_wq_ring *r = q->rq;
 	struct ibv_recv_wr *w;
 	uint32_t n = 0;
 
-	if (!r || qp->state == IBV_QPS_RESET)
-		return -1;
 	for (w = wr; w; w = w->next, n++)
-		if (w->num_sge < 0 || (uint32_t)w->num_sge > q->max_recv_sge ||
+		if (w->num_sge < 0 || (uint32_t)w->num_sge > max_sge ||
 		    sizeof(struct sr_recv_wr) + w->num_sge * sizeof(struct sr_sge) > r->slot_size)
 			return -1;
-	pthread_mutex_lock(&q->rq_lock);
-	if (!room(r, q->rq_prod, q->max_recv_wr, n)) {
-		pthread_mutex_unlock(&q->rq_lock);
+	pthread_mutex_lock(lock);
+	if (!room(r, *prod, depth, n)) {
+		pthread_mutex_unlock(lock);
 		return -1;
 	}
 	for (w = wr; w; w = w->next)
-		sr_recv_wr_to_wire(slot_at(r, q->rq_prod++), w);
-	publish(qp->context, r, q->rq_prod);
-	pthread_mutex_unlock(&q->rq_lock);
+		sr_recv_wr_to_wire(slot_at(r, (*prod)++), w);
+	publish(ctx, r, *prod);
+	pthread_mutex_unlock(lock);
 	return 0;
+}
+
+int sr_wq_post_recv(struct srl_qp *q, struct ibv_recv_wr *wr)
+{
+	struct ibv_qp *qp = &q->qpx.qp_base;
+
+	if (!q->rq || qp->state == IBV_QPS_RESET)
+		return -1;
+	return post_recv_ring(qp->context, q->rq, &q->rq_lock, &q->rq_prod, q->max_recv_wr,
+			      q->max_recv_sge, wr);
+}
+
+/* An SRQ's ring: the device takes from it whenever a QP takes a WQE from
+ * the SRQ, so no doorbell is ever asked for (the daemon leaves sleeping
+ * clear). */
+void sr_srq_map(struct srl_srq *s, int fd)
+{
+	struct stat st;
+	void *p;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) || st.st_size < SR_WQ_RING_HEADER)
+		goto out;
+	p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto out;
+	s->ring = p;
+	if (s->ring->slots != s->max_wr ||
+	    SR_WQ_RING_HEADER + (size_t)s->ring->slots * s->ring->slot_size > (size_t)st.st_size) {
+		munmap(p, st.st_size);
+		s->ring = NULL;
+		goto out;
+	}
+	if (sr_fork_enabled())
+		madvise(p, st.st_size, MADV_DONTFORK);
+	s->ring_bytes = st.st_size;
+	pthread_mutex_init(&s->lock, NULL);
+out:
+	close(fd);
+}
+
+void sr_srq_unmap(struct srl_srq *s)
+{
+	if (!s->ring)
+		return;
+	munmap(s->ring, s->ring_bytes);
+	pthread_mutex_destroy(&s->lock);
+	s->ring = NULL;
+}
+
+int sr_wq_post_srq_recv(struct srl_srq *s, struct ibv_recv_wr *wr)
+{
+	if (!s->ring)
+		return -1;
+	return post_recv_ring(s->srq.context, s->ring, &s->lock, &s->prod, s->max_wr, s->max_sge, wr);
 }
