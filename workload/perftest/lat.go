@@ -5,11 +5,9 @@ package perftest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -109,14 +107,7 @@ func (p *perf) waitWrite(i int, v byte) error {
 	}
 	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
-	err := p.mr.WaitByte(ctx, i, v)
-	if err != nil && errors.Is(context.Cause(parent), oob.ErrPeerGone) {
-		// As in poll: the peer's last write may still be on its way.
-		gctx, gcancel := context.WithDeadline(context.Background(), p.graceEnd())
-		err = p.mr.WaitByte(gctx, i, v)
-		gcancel()
-	}
-	if err != nil {
+	if err := p.mr.WaitByte(ctx, i, v); err != nil {
 		if cause := context.Cause(parent); cause != nil {
 			err = cause
 		}

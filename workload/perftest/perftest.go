@@ -63,7 +63,6 @@ type perf struct {
 	o      *Options
 	out    io.Writer
 	client bool
-	goneAt time.Time // when a poll first found the peer gone (graceEnd)
 	ctx    *verbsapi.Context
 	pd     *verbsapi.PD
 	mr     *verbsapi.MR
@@ -131,7 +130,12 @@ func Run(cctx context.Context, vctx *verbsapi.Context, out io.Writer, o *Options
 	rctx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
 	p.runCtx = rctx
-	stopWatch := oob.WatchHangup(conn, func() { cancel(oob.ErrPeerGone) })
+	// A peer that is done flushes its device and then closes its end:
+	// what it owed us (the last ACK, the last WRITE) may still be on its
+	// way when the hang-up is seen, so the waits end peerGoneGrace later.
+	stopWatch := oob.WatchHangup(conn, func() {
+		time.AfterFunc(peerGoneGrace, func() { cancel(oob.ErrPeerGone) })
+	})
 	defer stopWatch()
 	return p.run()
 }
@@ -422,35 +426,18 @@ func (p *perf) local(i, n int) verbsapi.SGE { return p.mr.SGE(i*p.buffSz, n) }
 // remoteHalf returns QP i's remote half: where the peer writes.
 func (p *perf) remoteHalf(i, n int) verbsapi.SGE { return p.mr.SGE((p.o.QPs+i)*p.buffSz, n) }
 
-// poll polls cq for at least one completion, failing on an unsuccessful
-// one.
-// peerGoneGrace is how long polls go on after the peer hung up, for what
-// the peer sent before it did; then they fail.
+// peerGoneGrace is how long the waits go on after the peer hung up, for
+// what it sent before it did.
 const peerGoneGrace = 500 * time.Millisecond
 
-// graceEnd returns when the grace after the peer's hang-up ends, counted
-// from the first time it is asked.
-func (p *perf) graceEnd() time.Time {
-	if p.goneAt.IsZero() {
-		p.goneAt = time.Now()
-	}
-	return p.goneAt.Add(peerGoneGrace)
-}
-
+// poll polls cq for at least one completion, failing on an unsuccessful
+// one.
 func (p *perf) poll(cq *verbsapi.CQ, wc []verbsapi.WC) (int, error) {
 	ctx := p.runCtx
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	n, err := cq.PollSpin(ctx, wc)
-	if err != nil && errors.Is(context.Cause(ctx), oob.ErrPeerGone) {
-		// A peer that is done flushes its device and then closes its
-		// out-of-band connection: what it owed us (the last ACK) may
-		// still be on its way when the hang-up is seen.
-		gctx, cancel := context.WithDeadline(context.Background(), p.graceEnd())
-		n, err = cq.PollSpin(gctx, wc)
-		cancel()
-	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
