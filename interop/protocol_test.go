@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // fakeGuest speaks cmdloop.sh's side of the command protocol over conn: it
@@ -77,7 +79,7 @@ func serveFake(t *testing.T, conn net.Conn, n int) {
 func newPipeVM(t *testing.T) (*VM, net.Conn) {
 	host, guest := net.Pipe()
 	v := &VM{
-		Name: "fake", conn: host, cancel: func() {}, console: &lockedBuffer{},
+		Name: "fake", conn: host, cancel: func() {}, console: &testenv.LockedBuffer{},
 		exited: make(chan struct{}), waiting: map[int]chan Result{},
 	}
 	ready := make(chan struct{})

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // VMConfig describes one guest.
@@ -47,7 +49,7 @@ type VM struct {
 	cmd      *exec.Cmd
 	cancel   context.CancelFunc
 	conn     net.Conn
-	console  *lockedBuffer
+	console  *testenv.LockedBuffer
 	exited   chan struct{}
 
 	wmu     sync.Mutex // serialises request lines
@@ -55,24 +57,6 @@ type VM struct {
 	nextID  int
 	waiting map[int]chan Result
 	readErr error
-}
-
-// lockedBuffer collects the console while qemu runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Accel returns the qemu accelerator arguments: KVM when /dev/kvm can be
@@ -134,7 +118,7 @@ func Boot(ctx context.Context, img Image, n *Net, cfg VMConfig) (*VM, error) {
 	qctx, cancel := context.WithCancel(context.Background())
 	v := &VM{
 		Name: cfg.Name, IP: cfg.IP.Addr(), cfg: cfg, cancel: cancel,
-		console: &lockedBuffer{}, exited: make(chan struct{}), waiting: map[int]chan Result{},
+		console: &testenv.LockedBuffer{}, exited: make(chan struct{}), waiting: map[int]chan Result{},
 	}
 	v.cmd = n.Command(qctx, "qemu-system-x86_64", args...)
 	v.cmd.Stdout = v.console

@@ -17,17 +17,17 @@ type SRQ struct {
 	watch  func(n int)
 }
 
-// SetRefill sets the function take calls first, which moves WRs posted
+// SetRecvRefill sets the function take calls first, which moves WRs posted
 // elsewhere (a ring shared with a program) into the SRQ with post: every
 // take, so that the limit event counts them too.
-func (s *SRQ) SetRefill(f func(post func(*RecvWR) error)) { s.refill, s.post = f, s.Post }
+func (s *SRQ) SetRecvRefill(f func(post func(*RecvWR) error)) { s.refill, s.post = f, s.Post }
 
-// SetWatch sets the function told how many WQEs the SRQ holds whenever
-// one leaves it, before its completion is pushed.
-func (s *SRQ) SetWatch(f func(n int)) { s.watch = f }
+// SetQueueWatch sets the function told how many WQEs the SRQ holds
+// whenever one leaves it, before its completion is pushed.
+func (s *SRQ) SetQueueWatch(f func(n int)) { s.watch = f }
 
-// Refill calls the refill function now, if there is one.
-func (s *SRQ) Refill() {
+// RefillRecv calls the refill function now, if there is one.
+func (s *SRQ) RefillRecv() {
 	if s.refill != nil {
 		s.refill(s.post)
 	}
@@ -76,7 +76,7 @@ func (s *SRQ) MaxSGE() int { return s.ring.maxSGE }
 // take moves the oldest WQE into dst and reports whether there was one. The
 // limit event fires here, as in rxe's get_srq_wqe.
 func (s *SRQ) take(dst *recvWQE) bool {
-	s.Refill()
+	s.RefillRecv()
 	w := s.ring.peek()
 	if w == nil {
 		return false

@@ -61,26 +61,30 @@ func (s *SRQ) PostRecv(wr *qp.RecvWR) error {
 	return s.srq.Post(wr)
 }
 
-// SetRefill and SetWatch set the SRQ's hooks for WQEs posted to a ring
-// outside the device (see qp.SRQ.SetRefill); they run under the device's
-// lock and must not call the device. Refill runs the refill now.
-func (s *SRQ) SetRefill(f func(post func(*qp.RecvWR) error)) {
+// SetRecvRefill sets the function the SRQ calls, under the device's lock,
+// at every take: it posts WRs waiting elsewhere (see
+// qp.SRQ.SetRecvRefill). It must not call the device.
+func (s *SRQ) SetRecvRefill(f func(post func(*qp.RecvWR) error)) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	s.srq.SetRefill(f)
+	s.srq.SetRecvRefill(f)
 }
 
-func (s *SRQ) SetWatch(f func(n int)) {
+// SetQueueWatch sets the function the SRQ calls, under the device's lock,
+// with how many WQEs it holds whenever one leaves. It must not call the
+// device.
+func (s *SRQ) SetQueueWatch(f func(n int)) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	s.srq.SetWatch(f)
+	s.srq.SetQueueWatch(f)
 }
 
-func (s *SRQ) Refill() {
+// RefillRecv calls the refill function now (see SetRecvRefill).
+func (s *SRQ) RefillRecv() {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
 	if !s.dead {
-		s.srq.Refill()
+		s.srq.RefillRecv()
 	}
 }
 

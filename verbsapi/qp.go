@@ -191,14 +191,15 @@ func (s *SRQ) Len() int { return s.srq.Len() }
 
 // SetRecvRefill sets the function the SRQ calls each time a QP takes a WQE
 // from it, which posts WRs waiting elsewhere with post (the drop-in's SRQ
-// ring); SetQueueWatch the function told how many WQEs it holds when one
-// leaves. Both run under the device's lock and must not call the device.
-// RefillRecv calls the refill function now.
-func (s *SRQ) SetRecvRefill(f func(post func(*RecvWR) error)) { s.srq.SetRefill(f) }
+// ring). It runs under the device's lock and must not call the device.
+func (s *SRQ) SetRecvRefill(f func(post func(*RecvWR) error)) { s.srq.SetRecvRefill(f) }
 
-func (s *SRQ) SetQueueWatch(f func(n int)) { s.srq.SetWatch(f) }
+// SetQueueWatch sets the function told how many WQEs the SRQ holds
+// whenever one leaves, under the device's lock.
+func (s *SRQ) SetQueueWatch(f func(n int)) { s.srq.SetQueueWatch(f) }
 
-func (s *SRQ) RefillRecv() { s.srq.Refill() }
+// RefillRecv calls the refill function now (see SetRecvRefill).
+func (s *SRQ) RefillRecv() { s.srq.RefillRecv() }
 
 // Destroy destroys the SRQ (ibv_destroy_srq); it fails with ErrBusy while a
 // QP uses it.

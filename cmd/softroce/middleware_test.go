@@ -8,7 +8,6 @@ package main
 // traffic went over rxe0.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -27,24 +26,6 @@ import (
 	"github.com/softroce/softroce/internal/testenv"
 )
 
-// lockedBuffer is a bytes.Buffer a test may read while a program writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // sharedDevice starts `softroce daemon` on a socket of the test's with the
 // given link flags, as a user would for programs that must meet, and
 // returns the socket.
@@ -52,7 +33,7 @@ func sharedDevice(t *testing.T, bin string, linkArgs ...string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "mw.sock")
 	d := exec.Command(bin, append([]string{"daemon", "--socket", sock}, linkArgs...)...)
-	var log lockedBuffer
+	var log testenv.LockedBuffer
 	d.Stdout, d.Stderr = &log, &log
 	require.NoError(t, d.Start())
 	exited := make(chan error, 1)
@@ -83,9 +64,9 @@ func pair(t *testing.T, bin, lib, sock string, env []string, ready func(string) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	start := func(args []string) (*exec.Cmd, *lockedBuffer) {
+	start := func(args []string) (*exec.Cmd, *testenv.LockedBuffer) {
 		c := exec.CommandContext(ctx, bin, append([]string{"run", "--socket", sock, "--lib", lib, "--"}, args...)...)
-		var b lockedBuffer
+		var b testenv.LockedBuffer
 		c.Stdout, c.Stderr = &b, &b
 		c.Env = append(os.Environ(), env...)
 		// A stuck pair is killed whole: run and the program it started.
