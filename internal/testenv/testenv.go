@@ -2,7 +2,8 @@
 // /dev/net/tun, a tool, a file a Debian package installs) and skip without
 // it, except under CI (CI=true), where .ci/run installs everything and a
 // missing piece must fail the test instead of silently removing its
-// evidence.
+// evidence. LockedBuffer (buffer.go) is the one piece of test support
+// besides: a program's output a test reads while it runs.
 package testenv
 
 import (
