@@ -30,4 +30,9 @@ type Counters struct {
 	DropRespBusy  uint64 // RC request dropped unprocessed: the response queue is full
 	NAKsSent      uint64 // all NAKs sent, any kind
 	Retransmits   uint64 // request packets sent again
+	// Congestion control, under mlx5's hw_counters names.
+	NpECNMarkedRocePackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received
+	NpCNPSent              uint64 // np_cnp_sent
+	RpCNPHandled           uint64 // rp_cnp_handled: CNPs that reached a reaction point
+	RpCNPIgnored           uint64 // rp_cnp_ignored: CNPs for a QP with none (RP off, UD, not sending)
 }

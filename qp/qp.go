@@ -33,6 +33,9 @@ type Config struct {
 	Counters *Counters
 	// Events receives asynchronous events (QP fatal, SRQ limit, ...).
 	Events func(Event)
+	// Congestion is the device's congestion control (ECN notification and
+	// reaction points), shared by its QPs; nil: none.
+	Congestion *Congestion
 }
 
 // Outgoing is a packet a QP wants sent. Pkt.Payload aliases registered memory
@@ -69,6 +72,8 @@ type QP struct {
 	comp completer // comp.go
 	rq   recvQueue // recvqueue.go
 	resp responder // resp.go
+	pace pacer     // pace.go: the reaction point's rate limiter
+	np   notifier  // np.go: CNPs owed for CE-marked packets
 
 	// watch, when set, hears how many WRs each queue holds whenever some
 	// leave (SetQueueWatch).
@@ -175,6 +180,7 @@ func (q *QP) Receive(now Time, in *Incoming) {
 		q.counters.DropBadOpcode++
 		return
 	}
+	q.npReceive(now, in)
 	switch info.Kind {
 	case packet.KindAck, packet.KindAtomicAck, packet.KindReadResponse:
 		q.compReceive(now, in)
@@ -200,7 +206,7 @@ func transportMatches(t Type, tr packet.Transport) bool {
 // responses) goes before new requests, as an RNIC's responder does not wait
 // behind its own requester.
 func (q *QP) Transmit(now Time, out *Outgoing) bool {
-	if q.respTransmit(now, out) || q.reqTransmit(now, out) {
+	if q.npTransmit(out) || q.respTransmit(now, out) || q.reqTransmit(now, out) {
 		q.counters.SentPkts++
 		return true
 	}
@@ -237,7 +243,7 @@ func (q *QP) Outstanding() (send, recv int) { return q.sq.len(), q.rq.ring.n }
 // once when the next work request is about to fail locally (a bad lkey, a
 // failed LOCAL_INV): Transmit then completes it in error and returns false,
 // and Pending turns false.
-func (q *QP) Pending(now Time) bool { return q.respPending() || q.reqPending(now) }
+func (q *QP) Pending(now Time) bool { return q.np.pending || q.respPending() || q.reqPending(now) }
 
 // Resending reports whether the requester is retrying: going back after a
 // timeout, a NAK or an RNR NAK, up to the newest PSN it had sent. A device
@@ -248,8 +254,13 @@ func (q *QP) Resending() bool {
 	return q.req.needRetry || q.req.rnrWait || psnDiff(q.req.psn, q.req.maxPSN) < 0
 }
 
-// Tick runs the QP's timers (retransmit, RNR wait) at time now.
-func (q *QP) Tick(now Time) { q.compTick(now) }
+// Tick runs the QP's timers (retransmit, RNR wait, rate control) at time
+// now.
+func (q *QP) Tick(now Time) {
+	q.compTick(now)
+	q.paceTick(now)
+}
 
-// Deadline returns when the QP next needs Tick, or Never.
-func (q *QP) Deadline() Time { return q.compDeadline() }
+// Deadline returns when the QP next needs Tick, or Never: a timer, or the
+// paced slot of a request packet waiting for it.
+func (q *QP) Deadline() Time { return min(q.compDeadline(), q.paceDeadline()) }

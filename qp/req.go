@@ -139,7 +139,7 @@ func (q *QP) udOversize(w *sendWQE) bool {
 // succeed and that the payload's lkeys are good: when they are not,
 // Transmit returns nothing (the WQE fails) and Pending turns false.
 func (q *QP) reqPending(now Time) bool {
-	if !q.reqRunnable(now) {
+	if !q.reqRunnable(now) || !q.paceAllows(now) {
 		return false
 	}
 	idx, psn := q.req.idx, q.req.psn
@@ -167,6 +167,11 @@ func (q *QP) reqTransmit(now Time, out *Outgoing) bool {
 		return false
 	}
 	q.req.rnrWait = false
+	q.pace.held = false
+	if !q.paceAllows(now) {
+		q.pace.held = q.reqPending(q.pace.next)
+		return false
+	}
 	if q.req.needRetry {
 		q.reqRetry()
 	}
@@ -196,6 +201,7 @@ func (q *QP) reqTransmit(now Time, out *Outgoing) bool {
 			continue
 		}
 		if q.buildRequest(now, w, out) {
+			q.paceSent(now, out)
 			return true
 		}
 		q.retireDone()

@@ -147,6 +147,7 @@ func (q *QP) resetSend() {
 	defer q.noteRetired()
 	q.req.reset(q.sq.prod)
 	q.comp.reset()
+	q.pace, q.np = pacer{}, notifier{}
 	q.comp.retryCnt = q.attr.RetryCnt
 	q.comp.rnrRetry = q.attr.RNRRetry
 	q.req.rdMax = rdAtomicCredits(q.attr.MaxRdAtomic)

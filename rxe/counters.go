@@ -13,7 +13,7 @@ type Counters struct {
 	Malformed       uint64 // truncated, IP options, fragment, bad lengths, bad BTH
 	BadDGID         uint64 // destination IP is none of our GIDs (rxe_chk_dgid)
 	UnknownOpcode   uint64 // opcode rxe does not know
-	CNP             uint64 // congestion notification packets (0x81), dropped as rxe does
+	CNP             uint64 // congestion notification packets (0x81), counted before their checks
 	UnknownQP       uint64 // no QP with the BTH destination QPN
 	GSIDropped      uint64 // packets to QP 1 that are not UD SEND ONLY
 	Multicast       uint64 // packets to the multicast QPN, not implemented
@@ -76,6 +76,10 @@ func (c *Counters) List() []Counter {
 		{"drop_qp_state", t.DropQPState},
 		{"naks_sent", t.NAKsSent},
 		{"retransmits", t.Retransmits},
+		{"np_ecn_marked_roce_packets", t.NpECNMarkedRocePackets},
+		{"np_cnp_sent", t.NpCNPSent},
+		{"rp_cnp_handled", t.RpCNPHandled},
+		{"rp_cnp_ignored", t.RpCNPIgnored},
 		{"rx_not_roce", c.NotRoCE},
 		{"rx_malformed", c.Malformed},
 		{"rx_bad_dgid", c.BadDGID},

@@ -41,6 +41,9 @@ type Config struct {
 	// Such a link also lets the kernel write the IPv4 ID, which is 0 with
 	// path-MTU discovery on, so the device then writes 0 too.
 	FixedSrcPort uint16
+	// Congestion is the device's congestion control; nil means
+	// DefaultCongestion (all off). SetCongestion changes it later.
+	Congestion *Congestion
 }
 
 // Errors the device returns, wrapped with context.
@@ -112,6 +115,8 @@ type Device struct {
 
 	gsi gsi // QP 1 and the connection manager
 
+	cc Congestion // congestion control; QPs hold &cc.Engine
+
 	rt atomic.Pointer[runtime] // set while the runtime runs
 }
 
@@ -179,6 +184,12 @@ func New(cfg Config) (*Device, error) {
 		qpNext:     firstQPN,
 		earliest:   qp.Never,
 		loopBuf:    make([]byte, 0, maxFrameLen),
+	}
+	d.cc = DefaultCongestion()
+	if cfg.Congestion != nil {
+		if err := d.SetCongestion(*cfg.Congestion); err != nil {
+			return nil, fmt.Errorf("new device: %w", err)
+		}
 	}
 	d.gids = buildGIDs(cfg.MAC, cfg.IPv4.Unmap(), cfg.IPv6)
 	for _, g := range d.gids {

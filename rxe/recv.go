@@ -70,7 +70,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
 		return
 	}
 	if p.BTH.Opcode.Transport() == packet.TransportCNP {
-		d.cnt.CNP++
+		d.receiveCNP(now, fr, p, src, dst, ipIDUnknown)
 		return
 	}
 	qpn := p.BTH.DestQP
@@ -155,4 +155,34 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 		return false
 	}
 	return true
+}
+
+// receiveCNP takes a congestion notification (BTH opcode 0x81) through the
+// checks any packet to a connected QP passes (a known QP, its peer's and
+// its own address, the ICRC) and hands it to the QP's reaction point. A
+// CNP that fails them is dropped and counted by cause; one for a QP whose
+// reaction point is off counts in rp_cnp_ignored. Kernel rxe drops every
+// CNP; so does this device unless its reaction point is on.
+func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src, dst netip.Addr, ipIDUnknown bool) {
+	d.cnt.CNP++
+	qpn := p.BTH.DestQP
+	if qpn <= gsiQPN || qpn == multicastQPN {
+		d.cnt.Malformed++
+		return
+	}
+	x := d.qps[qpn]
+	if x == nil {
+		d.cnt.UnknownQP++
+		return
+	}
+	if x.init.Type == qp.UD || src != x.remote || dst != x.local {
+		d.cnt.AddrMismatch++
+		return
+	}
+	if !d.icrcOK(fr, ipIDUnknown) {
+		return
+	}
+	x.q.ReceiveCNP(now)
+	d.markReady(x)
+	d.noteDeadline(x)
 }

@@ -118,6 +118,12 @@ func (d *Device) emit(now qp.Time, sport uint16, f *link.Frame) emitResult {
 	}
 	a.DstPort = packet.UDPPort
 	a.TrafficClass = av.TrafficClass
+	switch {
+	case out.Pkt.BTH.Opcode == packet.CNP:
+		a.TrafficClass = d.cc.CNPDSCP << 2 // Not-ECT: a CNP is never marked
+	case d.cc.ECN && a.TrafficClass&3 == packet.ECNNotECT:
+		a.TrafficClass |= packet.ECNECT0
+	}
 	a.HopLimit = av.HopLimit
 	if a.HopLimit == 0 {
 		a.HopLimit = defaultHopLimit
