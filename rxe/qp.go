@@ -97,7 +97,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 		MaxSendSGE: init.Cap.MaxSendSGE, MaxRecvSGE: init.Cap.MaxRecvSGE, MaxInline: init.Cap.MaxInline,
 		SigAll: init.SigAll, Memory: &x.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
 		Counters: &d.qpCnt, Congestion: &d.cc.Engine,
-		Events:   func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
+		Events: func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, err)
