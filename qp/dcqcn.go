@@ -78,14 +78,16 @@ func (p *DCQCNParams) Check() error {
 // timer and a byte counter each count stages of increase: fast recovery
 // (Rc halfway to Rt) for the first rpg_threshold stages, then additive
 // increase of Rt, then hyper increase once both counters pass the
-// threshold. All arithmetic is on integers (α in 1/1024, as the firmware
-// keeps it), so a run is the same on every machine.
+// threshold. All arithmetic is on integers, so a run is the same on every
+// machine: α is kept with 20 fractional bits (the parameters give it in
+// 1/1024; 10 bits alone would round a slowly decaying α to zero within a
+// few microseconds between CNPs).
 type dcqcn struct {
 	p      *DCQCNParams
 	max    int64 // ceiling: rpg_max_rate or the line rate
 	rc, rt int64
 
-	alpha   int64 // of 1024
+	alpha   int64 // of 1<<20
 	alphaAt Time  // end of the current α period
 	cnpSeen bool  // the current α period saw a CNP
 
@@ -120,7 +122,7 @@ func (d *dcqcn) minRate() int64 { return min(max(d.p.RPGMinRate, 1), d.max) }
 func (d *dcqcn) CNP(now Time) {
 	if !d.active {
 		d.active = true
-		d.alpha = int64(d.p.InitialAlphaValue)
+		d.alpha = int64(d.p.InitialAlphaValue) << 10
 		d.alphaAt = now + d.p.DCETCPRTT
 		d.cnpSeen = false
 		d.rt = d.rc
@@ -149,7 +151,7 @@ func (d *dcqcn) cut(now Time) {
 	if d.p.ClampTgtRate || (d.p.ClampTgtRateAfterTimeInc && d.increased) {
 		d.rt = d.rc
 	}
-	dec := d.rc * d.alpha >> d.p.RPGGD // α/1024 · 1/2^(gd-10)
+	dec := d.rc * d.alpha >> (d.p.RPGGD + 10) // α · 1/2^(gd-10)
 	floor := d.rc * int64(d.p.RPGMinDecFac) / 100
 	d.rc = max(d.rc-dec, floor, d.minRate())
 	d.restart(now)
@@ -164,22 +166,36 @@ func (d *dcqcn) restart(now Time) {
 }
 
 // advanceAlpha applies the α updates of every period that ended by now:
-// α·G/1024, plus (1024-G)/1024 for a period that saw a CNP.
+// α·G/1024, plus (1024-G)/1024 for a period that saw a CNP. Only the
+// first of them can have seen one (a CNP brings α up to date first), so
+// the rest are one multiplication by (G/1024)^k, in constant work however
+// long the QP was quiet.
 func (d *dcqcn) advanceAlpha(now Time) {
-	g := int64(d.p.DCETCPG)
-	for n := 0; d.alphaAt <= now; n++ {
-		if !d.cnpSeen && (d.alpha == 0 || n >= 4096) {
-			// Nothing changes any more: skip the remaining periods.
-			d.alphaAt += ((now-d.alphaAt)/d.p.DCETCPRTT + 1) * d.p.DCETCPRTT
-			return
-		}
-		d.alpha = d.alpha * g / 1024
-		if d.cnpSeen {
-			d.alpha += 1024 - g
-			d.cnpSeen = false
-		}
-		d.alphaAt += d.p.DCETCPRTT
+	if d.alphaAt > now {
+		return
 	}
+	per := d.p.DCETCPRTT
+	ended := (now-d.alphaAt)/per + 1
+	d.alphaAt += ended * per
+	g := int64(d.p.DCETCPG) << 10 // G/1024 with 20 fractional bits
+	if d.cnpSeen {
+		d.alpha = d.alpha*g>>20 + (1<<20 - g)
+		d.cnpSeen = false
+		ended--
+	}
+	d.alpha = d.alpha * powQ20(g, int64(ended)) >> 20
+}
+
+// powQ20 returns x^k for x a fraction with 20 fractional bits (x <= 1).
+func powQ20(x, k int64) int64 {
+	r := int64(1 << 20)
+	for ; k > 0; k >>= 1 {
+		if k&1 != 0 {
+			r = r * x >> 20
+		}
+		x = x * x >> 20
+	}
+	return r
 }
 
 // Sent counts bytes towards the byte counter's next stage.
@@ -243,7 +259,7 @@ func (d *dcqcn) Deadline() Time {
 
 // State reports the reaction point's variables, for traces and reports.
 func (d *dcqcn) State() RateState {
-	return RateState{Rate: d.rc, Target: d.rt, Alpha: float64(d.alpha) / 1024, Active: d.active}
+	return RateState{Rate: d.rc, Target: d.rt, Alpha: float64(d.alpha) / (1 << 20), Active: d.active}
 }
 
 // RateState is a reaction point's variables at one moment.

@@ -45,21 +45,30 @@ func TestDCQCNAlphaDecaysWithoutCNPs(t *testing.T) {
 	d := newDCQCN(&p, line100G, 0)
 	d.CNP(0)
 	d.advanceAlpha(100 * Microsecond)
-	// 100 periods of α·1019/1024 from 1023, each rounded down.
-	want := int64(1023)
+	// 100 periods of α·1019/1024 from 1023/1024.
+	want := 1023.0 / 1024
 	for range 100 {
-		want = want * 1019 / 1024
+		want *= 1019.0 / 1024
 	}
-	assert.Equal(t, want, d.alpha)
-	d.advanceAlpha(Second) // long idle: reaches 0 and stays, in bounded work
+	assert.InDelta(t, want, d.State().Alpha, 1e-4)
+	assert.Equal(t, 101*Microsecond, d.alphaAt)
+	d.advanceAlpha(Second) // long idle: decays to 0, in constant work
 	assert.Equal(t, int64(0), d.alpha)
-	assert.Greater(t, d.alphaAt, Second)
-	// A gain of 1024 (g = 0) never decays: bounded work too.
+	assert.Equal(t, Second+Microsecond, d.alphaAt)
+	// A gain of 1024 (g = 0) never decays.
 	p.DCETCPG = 1024
 	d2 := newDCQCN(&p, line100G, 0)
 	d2.CNP(0)
 	d2.advanceAlpha(10 * Second)
-	assert.Equal(t, int64(1023), d2.alpha)
+	assert.Equal(t, int64(1023<<10), d2.alpha)
+	// A CNP in a period adds (1024-G)/1024 at its end.
+	p = DefaultDCQCN()
+	d3 := newDCQCN(&p, line100G, 0)
+	d3.CNP(0)
+	d3.advanceAlpha(Second)
+	d3.CNP(Second + 10) // α ~ 0; this period saw a CNP
+	d3.advanceAlpha(Second + 2*Microsecond)
+	assert.InDelta(t, 5.0/1024*1019/1024, d3.State().Alpha, 1e-5)
 }
 
 func TestDCQCNRecoversToLineRateAndGoesIdle(t *testing.T) {
@@ -182,7 +191,7 @@ func TestDCQCNInvariants(t *testing.T) {
 			require.GreaterOrEqual(t, d.rc, d.minRate(), "seed %d", seed)
 			require.LessOrEqual(t, d.rc, line)
 			require.LessOrEqual(t, d.rt, line)
-			require.True(t, d.alpha >= 0 && d.alpha <= 1024)
+			require.True(t, d.alpha >= 0 && d.alpha <= 1<<20)
 			if d.active {
 				require.LessOrEqual(t, d.rc, d.rt)
 			}

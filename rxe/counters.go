@@ -13,7 +13,7 @@ type Counters struct {
 	Malformed       uint64 // truncated, IP options, fragment, bad lengths, bad BTH
 	BadDGID         uint64 // destination IP is none of our GIDs (rxe_chk_dgid)
 	UnknownOpcode   uint64 // opcode rxe does not know
-	CNP             uint64 // congestion notification packets (0x81), counted before their checks
+	CNP             uint64 // congestion notification packets (0x81), all: rp_cnp_handled + rp_cnp_ignored reached a QP
 	UnknownQP       uint64 // no QP with the BTH destination QPN
 	GSIDropped      uint64 // packets to QP 1 that are not UD SEND ONLY
 	Multicast       uint64 // packets to the multicast QPN, not implemented

@@ -159,27 +159,26 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 
 // receiveCNP takes a congestion notification (BTH opcode 0x81) through the
 // checks any packet to a connected QP passes (a known QP, its peer's and
-// its own address, the ICRC) and hands it to the QP's reaction point. A
-// CNP that fails them is dropped and counted by cause; one for a QP whose
-// reaction point is off counts in rp_cnp_ignored. Kernel rxe drops every
-// CNP; so does this device unless its reaction point is on.
+// its own address, the ICRC) and hands it to the QP's reaction point.
+// rx_cnp counts every CNP that arrives; rp_cnp_handled and rp_cnp_ignored
+// those that reached a QP; the difference failed a check. (No other drop
+// counter sees a CNP, so each received frame is counted once.) Kernel rxe
+// drops every CNP; so does this device unless its reaction point is on.
 func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src, dst netip.Addr, ipIDUnknown bool) {
 	d.cnt.CNP++
 	qpn := p.BTH.DestQP
 	if qpn <= gsiQPN || qpn == multicastQPN {
-		d.cnt.Malformed++
 		return
 	}
 	x := d.qps[qpn]
-	if x == nil {
-		d.cnt.UnknownQP++
+	if x == nil || x.init.Type == qp.UD || src != x.remote || dst != x.local {
 		return
 	}
-	if x.init.Type == qp.UD || src != x.remote || dst != x.local {
-		d.cnt.AddrMismatch++
-		return
+	ok := fr.ICRCOK()
+	if !ok && ipIDUnknown && fr.IsIPv4() {
+		_, _, ok = packet.RecoverIPv4ID(fr)
 	}
-	if !d.icrcOK(fr, ipIDUnknown) {
+	if !ok {
 		return
 	}
 	x.q.ReceiveCNP(now)

@@ -161,6 +161,7 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 		}
 	}
 	var static []staticFault
+	var marks []staticRED
 	connect := func(a, b string, ab, ba PipeSpec, fab, fba string) error {
 		ia, ok := w.byName[a]
 		if !ok {
@@ -172,6 +173,7 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 		}
 		pab, pba := w.net.Connect(ia, ib, pipeConfig(ab), pipeConfig(ba))
 		static = append(static, staticFault{pab, fab}, staticFault{pba, fba})
+		marks = append(marks, staticRED{pab, ab.ECN.red()}, staticRED{pba, ba.ECN.red()})
 		return nil
 	}
 	for _, ls := range sc.Links {
@@ -234,6 +236,9 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 		sf.pipe.SetFaults(fault.New(s, fault.Stream(seed, "link/"+sf.pipe.Name()).Uint64()))
 	}
 	if err := w.scheduleFaults(); err != nil {
+		return nil, err
+	}
+	if err := w.setupCongestion(marks); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -50,6 +50,10 @@ func (f *flow) sendDone(now netsim.Time, wc *qp.WC) {
 	op.done = true
 	f.completed++
 	f.outstanding--
+	f.lastDone = now
+	if wc.Status == qp.WCSuccess {
+		f.bytesDone += uint64(op.size)
+	}
 	run.stats.complete(op, wc, now)
 	run.logOp(f, "done", i, wc.Status.String(), int(wc.ByteLen))
 	if f.failed && wc.Status != qp.WCWRFlushErr {

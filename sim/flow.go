@@ -87,7 +87,9 @@ type flow struct {
 	failed      bool
 	finished    bool
 	firstErr    qp.WCStatus
-	rposted     int // receives posted in total
+	rposted     int         // receives posted in total
+	bytesDone   uint64      // payload of operations completed successfully
+	lastDone    netsim.Time // the last send completion
 	sge         [1]qp.SGE
 
 	// connected: the QPs are in RTS; started: the start time has come.

@@ -20,9 +20,10 @@ const (
 	invCounters    = "counters"      // device counters agree with the trace
 	invCorruption  = "corruption"    // no corrupted frame is accepted
 	invCoverage    = "coverage"      // the run exercised what the scenario expects
+	invCongestion  = "congestion"    // flows share fairly and queues stay within the bounds the scenario states
 )
 
-var allInvariants = []string{invIntegrity, invExactlyOnce, invOrder, invModel, invCompletion, invStatus, invLiveness, invCounters, invCorruption, invCoverage}
+var allInvariants = []string{invIntegrity, invExactlyOnce, invOrder, invModel, invCompletion, invStatus, invLiveness, invCounters, invCorruption, invCoverage, invCongestion}
 
 // maxDetails bounds the violation messages kept per invariant.
 const maxDetails = 10
@@ -100,6 +101,8 @@ type Result struct {
 	EventLog string                       `json:"event_log_sha256"`
 	LogLines uint64                       `json:"event_log_lines"`
 	Verdicts []Verdict                    `json:"invariants"`
+	// Report holds the run's time series, when Options.Report asked.
+	Report *Report `json:"report,omitempty"`
 }
 
 // OK reports whether every invariant held.

@@ -20,6 +20,9 @@ type Options struct {
 	Pcap io.Writer
 	// Log, when set, receives the event log, one line per event.
 	Log io.Writer
+	// Report, when positive, samples the run every Report of virtual time
+	// into Result.Report (report.go).
+	Report netsim.Time
 }
 
 // afterSetup, when set (by tests), runs after a run's flows are created and
@@ -76,6 +79,10 @@ type runState struct {
 	// cmFlows: some flow is connected by the connection manager, whose
 	// events are taken after every step (cm.go).
 	cmFlows bool
+	// rep samples the run and report holds what it gathered, when asked
+	// for or needed by the scenario's expectations (report.go).
+	rep    *reporter
+	report *Report
 }
 
 func (run *runState) violate(inv, flow, format string, args ...any) {
@@ -109,13 +116,18 @@ func (run *runState) logOp(f *flow, what string, i int, s string, n int) {
 }
 
 // onEmit counts what hosts put on the wire: NAKs by kind.
-func (run *runState) onEmit(frame []byte) {
+func (run *runState) onEmit(hr *hostRT, frame []byte) {
 	run.frames++
 	// Locals, not fields: see icrcOK.
 	var fr packet.Frame
 	var pkt packet.Packet
-	if packet.ParseFrame(frame, &fr) != nil || len(fr.Transport) < packet.BTHLen ||
-		!packet.BTH(fr.Transport).Opcode().Info().Is(packet.HdrAETH) {
+	if packet.ParseFrame(frame, &fr) != nil || len(fr.Transport) < packet.BTHLen {
+		return
+	}
+	if run.rep != nil {
+		run.rep.sent(hr, &fr)
+	}
+	if !packet.BTH(fr.Transport).Opcode().Info().Is(packet.HdrAETH) {
 		return // only what carries an AETH can be a NAK: skip decoding the rest
 	}
 	if pkt.Decode(fr.Transport) != nil {
@@ -181,8 +193,16 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	if end == 0 {
 		end = defaultDuration
 	}
+	var rep *reporter
+	if interval := reportInterval(sc, opt); interval > 0 {
+		rep = newReporter(run, interval)
+		run.rep = rep
+	}
 	loop := w.loop
 	for run.active > 0 && run.err == nil && loop.Next() <= end {
+		if rep != nil {
+			rep.sampleUntil(min(loop.Next(), end))
+		}
 		loop.Step()
 		run.pollCM()
 	}
@@ -199,7 +219,11 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		w.rec.flush() // the log up to the failure
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
 	}
+	if rep != nil {
+		run.report = rep.finish(loop.Now())
+	}
 	res := run.result(end)
+	res.Report = run.report
 	if pw != nil {
 		if err := pw.Close(); err != nil {
 			return nil, err
@@ -249,7 +273,7 @@ func (run *runState) setup() error {
 		if err != nil {
 			return fmt.Errorf("host %s: %w", h.name, err)
 		}
-		h.onEmit = run.onEmit
+		h.onEmit = func(frame []byte) { run.onEmit(hr, frame) }
 		dev := hr.dev.d
 		h.accepted = func() uint64 { c := dev.Counters(); return c.RcvdPkts }
 		h.onAccept = func(frame []byte) {
@@ -435,6 +459,9 @@ func sometimes(res *Result, dev func(string) uint64) map[string]bool {
 		"uc_loss":           res.LostUC > 0,
 		"ud_loss":           res.LostUD > 0,
 		"cm_retransmit":     dev("cm_retransmits") > 0,
+		"ecn_marked":        res.Network.ECNMarked > 0,
+		"cnp":               dev("np_cnp_sent") > 0,
+		"rate_cut":          dev("rp_cnp_handled") > 0,
 	}
 }
 
@@ -455,6 +482,7 @@ func (run *runState) checkExpect(res *Result) {
 		}
 		return t
 	}
+	run.checkSharing()
 	seen := sometimes(res, dev)
 	for _, s := range ex.Sometimes {
 		ok, known := seen[s]

@@ -43,3 +43,6 @@ func (r *rxeDevice) Output(now netsim.Time, maxN int, emit func([]byte)) (int, b
 func (r *rxeDevice) Tick(now netsim.Time) { r.d.Tick(qp.Time(now)) }
 
 func (r *rxeDevice) Deadline() netsim.Time { return netsim.Time(r.d.Deadline()) }
+
+// SetCongestion sets the device's congestion control.
+func (r *rxeDevice) SetCongestion(c rxe.Congestion) error { return r.d.SetCongestion(c) }

@@ -39,6 +39,8 @@ type Scenario struct {
 	Faults     []FaultSpec     `json:"faults,omitempty"`
 	Partitions []PartitionSpec `json:"partitions,omitempty"`
 	Workloads  []WorkloadSpec  `json:"workloads"`
+	// Congestion turns on the hosts' ECN, CNPs and DCQCN (congestion.go).
+	Congestion *CongestionSpec `json:"congestion,omitempty"`
 	Expect     ExpectSpec      `json:"expect,omitempty"`
 }
 
@@ -53,6 +55,35 @@ type ExpectSpec struct {
 	// retransmit, rnr, nak_seq, duplicate_request, corrupt, drop_queue,
 	// partition, retry_exceeded, uc_loss, ud_loss.
 	Sometimes []string `json:"sometimes,omitempty"`
+	// Fair lists windows of virtual time over which the flows that ran
+	// throughout must share: Jain's fairness index of their sending rates
+	// (payload on the wire) at least Jain.
+	Fair []FairSpec `json:"fair,omitempty"`
+	// Queues bounds link directions' output queues.
+	Queues []QueueSpec `json:"queues,omitempty"`
+}
+
+// FairSpec is a fairness expectation over [From, Until].
+type FairSpec struct {
+	From  Duration `json:"from"`
+	Until Duration `json:"until"`
+	Jain  float64  `json:"jain"`
+	// MinTotal, when set, is the least their rates may add up to (bit/s):
+	// sharing by all going slow is not sharing.
+	MinTotal Bandwidth `json:"min_total,omitempty"`
+	// Flows, when set, names the flows that must share (as the report
+	// names them: workload/from->to/k); by default, every flow that
+	// completed work both before From and after Until.
+	Flows []string `json:"flows,omitempty"`
+}
+
+// QueueSpec bounds one link direction's queue ("A->B"): its largest depth
+// over the run, and, from Settle on, its depth at every report sample.
+type QueueSpec struct {
+	Link   string   `json:"link"`
+	Max    ByteSize `json:"max,omitempty"`
+	Settle Duration `json:"settle,omitempty"`
+	Below  ByteSize `json:"below,omitempty"`
 }
 
 // HostSpec is one host. IP defaults to 10.0.i/16 addressing; MAC to
@@ -76,6 +107,7 @@ type PipeSpec struct {
 	Delay       Duration  `json:"delay,omitempty"`        // propagation delay, default 1us
 	Queue       ByteSize  `json:"queue,omitempty"`        // output queue bound in bytes; 0: unbounded
 	QueueFrames int       `json:"queue_frames,omitempty"` // output queue bound in frames; 0: unbounded
+	ECN         *REDSpec  `json:"ecn,omitempty"`          // ECN marking (RED) on the output queue
 }
 
 // LinkSpec joins nodes A and B. PipeSpec applies to both directions unless
@@ -225,7 +257,8 @@ const (
 
 // coveragePoints are the names Expect.Sometimes accepts.
 var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
-	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit"}
+	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit",
+	"ecn_marked", "cnp", "rate_cut"}
 
 // wcStatusNames lists the completion status names.
 func wcStatusNames() []string {

@@ -63,6 +63,9 @@ type LinkConfig struct {
 	FaultSeed uint64
 	// Seed seeds the device's memory keys (0: random).
 	Seed uint64
+	// Congestion, when set, is the devices' congestion control (ECN, CNPs,
+	// DCQCN); nil leaves it off, as kernel rxe has none.
+	Congestion *rxe.Congestion
 }
 
 // Device is a started softroce device with its link, made by NewDevice or
@@ -127,7 +130,7 @@ func NewDevice(name string, cfg LinkConfig) (*Device, error) {
 		return fail(err)
 	}
 	cl.add(closeMW)
-	rc := rxe.Config{Name: name, Link: l, Seed: cfg.Seed}
+	rc := rxe.Config{Name: name, Link: l, Seed: cfg.Seed, Congestion: cfg.Congestion}
 	setAddr(&rc, addr)
 	if cfg.Addr6.IsValid() {
 		rc.IPv6 = cfg.Addr6
@@ -170,8 +173,8 @@ func NewDevicePair(nameA, nameB string, cfg LinkConfig) (a, b *Device, err error
 		linkB.Close()
 		return fail(err)
 	}
-	cfgA := rxe.Config{Name: nameA, Link: linkA, Seed: cfg.Seed}
-	cfgB := rxe.Config{Name: nameB, Link: linkB}
+	cfgA := rxe.Config{Name: nameA, Link: linkA, Seed: cfg.Seed, Congestion: cfg.Congestion}
+	cfgB := rxe.Config{Name: nameB, Link: linkB, Congestion: cfg.Congestion}
 	if cfg.Seed != 0 {
 		cfgB.Seed = cfg.Seed + 1
 	}

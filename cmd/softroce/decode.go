@@ -24,11 +24,15 @@ RoCE packets like any other.
 Text output, one line per RoCE packet:
 
   FRAME TIME SRC:SPORT -> DST OPCODE qpn=0x.. psn=N ackreq=0|1 [se] [fecn]
-      [becn] [pkey=0x..] [header fields] len=N icrc=ok|BAD [note=...] [error="..."]
+      [becn] [pkey=0x..] [ecn=ect0|ect1|ce] [header fields] len=N icrc=ok|BAD
+      [note=...] [error="..."]
 
 FRAME is the frame's number in the file counting every frame from 1 (as
 Wireshark numbers them). TIME is seconds since the file's first frame, with
-nanosecond digits. pkey is shown when it is not the default 0xffff. The
+nanosecond digits. pkey is shown when it is not the default 0xffff, ecn
+when the IP header's ECN field is not Not-ECT (ce: a switch marked it
+congested). A congestion notification (BTH opcode 0x81, which tshark shows
+as "Unknown OpCode") is named CNP, with becn set and len=16. The
 header fields depend on the opcode: RETH va= rkey= dlen=; AETH syndrome=
 msn=; AtomicETH va= rkey= swap= compare= (add= for FETCH_ADD); AtomicAckETH
 orig=; DETH qkey= srcqp=; ImmDt imm=; IETH inv_rkey=; FETH sel= plt=.
@@ -51,7 +55,8 @@ With --json, every line is one JSON object whose "type" is "packet", "file"
 Packet fields:
   file, frame, time (seconds since the first frame, number), ts (absolute,
   RFC 3339 UTC), src, sport, dst, dport, opcode (name), opcode_num, qpn,
-  psn, ackreq, se, fecn, becn, pkey, len, icrc_ok, error (only when the
+  psn, ackreq, se, fecn, becn, pkey, ecn (only when not Not-ECT), len,
+  icrc_ok, error (only when the
   packet cannot be decoded) and, by opcode: reth_va, reth_rkey, reth_len;
   syndrome (number), syndrome_str, msn; atomic_va, atomic_rkey, swap_add,
   compare (CMP_SWAP only); orig; qkey, src_qp; imm; inv_rkey; feth_sel,
@@ -215,6 +220,7 @@ func (d *decoder) record(rec *pcapio.Record, frame int, rel time.Duration, c *de
 		}
 		d.bth(&p.BTH)
 	}
+	d.ecn(a.TrafficClass & 3)
 	if decErr == nil {
 		d.extHeaders(&p)
 		d.uint("len", "len", uint64(len(p.Payload)))

@@ -201,6 +201,26 @@ func (d *decoder) bth(h *packet.BTHFields) {
 	}
 }
 
+// ecnNames are the ECN codepoints as decode writes them.
+var ecnNames = [4]string{"", "ect1", "ect0", "ce"}
+
+// ecn writes the IP header's ECN codepoint, when the packet is
+// ECN-capable (a CE mark is what a notification point answers with a
+// CNP); Not-ECT, what kernel rxe sends by default, writes nothing.
+func (d *decoder) ecn(e uint8) {
+	if e == packet.ECNNotECT {
+		return
+	}
+	d.key("ecn", "ecn")
+	if d.json {
+		d.b = append(d.b, '"')
+	}
+	d.b = append(d.b, ecnNames[e&3]...)
+	if d.json {
+		d.b = append(d.b, '"')
+	}
+}
+
 func (d *decoder) syndrome(s packet.Syndrome) {
 	if d.json {
 		d.uint("", "syndrome", uint64(s))

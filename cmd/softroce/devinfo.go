@@ -14,8 +14,9 @@ func init() { register(newDevinfoCmd) }
 
 func newDevinfoCmd() *cobra.Command {
 	var (
-		verbose bool
-		name    string
+		verbose    bool
+		name       string
+		congestion bool
 	)
 	cmd := &cobra.Command{
 		Use:   "devinfo",
@@ -27,21 +28,30 @@ device limits (ibv_query_device), the port's remaining attributes and the GID
 table, each GID with its type (softroce speaks RoCE v2 only).
 
 With the defaults (--link mem --addr 10.0.0.1) it needs no privileges and no
-network; --link udp --addr 127.0.0.2 runs the device on a kernel UDP socket.`,
+network; --link udp --addr 127.0.0.2 runs the device on a kernel UDP socket.
+
+--congestion prints the congestion control settings under the names of
+mlx5's cc_params (and the ecn/roce_np, roce_rp enables), as --dcqcn and
+--cc set them, and the congestion counters under mlx5's hw_counters names.`,
 		Example: `  softroce devinfo
   softroce devinfo -v --link udp --addr 127.0.0.2
-  softroce devinfo --mtu 9000 -d rxe1`,
+  softroce devinfo --mtu 9000 -d rxe1
+  softroce devinfo --congestion --dcqcn --cc rp_ai_rate=20`,
 		Args: cobra.NoArgs,
 	}
 	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the device limits, every port attribute and the GID table")
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name")
+	cmd.Flags().BoolVar(&congestion, "congestion", false, "print the congestion control settings and counters")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, closeDev, err := openDevice(*lf, name)
 		if err != nil {
 			return exitError{exitTrouble, err}
 		}
 		err = writeDevinfo(cmd.OutOrStdout(), ctx, verbose)
+		if err == nil && congestion {
+			err = writeCongestion(cmd.OutOrStdout(), ctx)
+		}
 		if cerr := closeDev(); err == nil {
 			err = cerr
 		}
@@ -264,4 +274,24 @@ func physStateName(s uint8) string {
 		return n
 	}
 	return "invalid physical state"
+}
+
+// writeCongestion prints the device's congestion control settings (name,
+// value, unit) and its congestion counters.
+func writeCongestion(out io.Writer, ctx *verbsapi.Context) error {
+	w := &strings.Builder{}
+	cc := ctx.Device().Congestion()
+	fmt.Fprintln(w, "congestion control (mlx5 cc_params names):")
+	for _, p := range cc.Params() {
+		field(w, 1, p[0], "%s", strings.TrimSpace(p[1]+" "+p[2]))
+	}
+	fmt.Fprintln(w, "congestion counters:")
+	c := ctx.Counters()
+	for _, kv := range c.List() {
+		if strings.HasPrefix(kv.Name, "np_") || strings.HasPrefix(kv.Name, "rp_") || kv.Name == "rx_cnp" {
+			field(w, 1, kv.Name, "%d", kv.Value)
+		}
+	}
+	_, err := io.WriteString(out, w.String())
+	return err
 }

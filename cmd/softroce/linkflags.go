@@ -6,7 +6,8 @@ package main
 //
 //	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 //	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME, --addr6,
-//	    --pcap FILE, --fault SPEC, --mtu, --no-gso and --gro with the given defaults.
+//	    --pcap FILE, --fault SPEC, --mtu, --no-gso, --gro, --dcqcn and --cc KEY=VALUE
+//	    with the given defaults.
 //	ctx, closeDev, err := openDevice(*lf, "rxe0")
 //	    verbsapi.NewDevice plus a context on it; closeDev closes both and
 //	    reports the first error (a failed capture write included).
@@ -26,6 +27,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/qp"
+	"github.com/softroce/softroce/rxe"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -41,6 +44,8 @@ type linkFlags struct {
 	Pcap     string // capture file to write ("" none)
 	Fault    string // fault spec (fault.Parse grammar; "" none)
 	MTU      int    // link MTU, largest IP packet (0: 1500)
+	DCQCN    bool     // congestion control on: ECN, CNPs, DCQCN
+	CC       []string // congestion settings, mlx5 names: rp_ai_rate=20
 
 	Seed      uint64 // device memory-key seed (0: random)
 	FaultSeed uint64 // fault model seed when the spec has none (0: 1)
@@ -65,6 +70,8 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.StringVar(&lf.Pcap, "pcap", def.Pcap, "write the device's frames to this pcapng file")
 	fs.StringVar(&lf.Fault, "fault", def.Fault, `inject faults into sent frames, e.g. "loss=2%,reorder=1%" (keys: loss, dup, reorder, reorder_delay, corrupt, bits, delay, jitter, burst, seed)`)
 	fs.IntVar(&lf.MTU, "mtu", def.MTU, "link MTU, the largest IP packet (0: 1500)")
+	fs.BoolVar(&lf.DCQCN, "dcqcn", def.DCQCN, "congestion control: send ECN-capable packets, answer CE marks with CNPs, cut QP rates on CNPs (DCQCN, ConnectX's defaults)")
+	fs.StringArrayVar(&lf.CC, "cc", def.CC, "congestion control setting `NAME=VALUE` under mlx5's names, repeatable (softroce devinfo lists them): roce_np=1, rp_ai_rate=20, np_min_time_between_cnps=50")
 	return &lf
 }
 
@@ -132,9 +139,37 @@ func (lf *linkFlags) config() (verbsapi.LinkConfig, error) {
 	if _, err := fault.Parse(lf.Fault); strings.TrimSpace(lf.Fault) != "" && err != nil {
 		return verbsapi.LinkConfig{}, fmt.Errorf("--fault: %w", err)
 	}
+	cc, err := lf.congestion()
+	if err != nil {
+		return verbsapi.LinkConfig{}, err
+	}
 	return verbsapi.LinkConfig{Kind: lf.Link, Addr: ap, Addr6: addr6, PeerPort: lf.PeerPort, NoGSO: lf.NoGSO,
 		GRO: lf.GRO, Tap: lf.Tap, MTU: lf.MTU, Pcap: lf.Pcap, Fault: lf.Fault, FaultSeed: lf.FaultSeed,
-		Seed: lf.Seed}, nil
+		Seed: lf.Seed, Congestion: cc}, nil
+}
+
+// realPaceBurst is how far a paced QP may run ahead of its slot on a real
+// link: the runtime's timers wake tens of microseconds late, so exact
+// per-packet slots would hold the rate well below the one set.
+const realPaceBurst = 50 * qp.Microsecond
+
+// congestion turns --dcqcn and --cc into the device's settings; nil when
+// neither is given.
+func (lf *linkFlags) congestion() (*rxe.Congestion, error) {
+	if !lf.DCQCN && len(lf.CC) == 0 {
+		return nil, nil
+	}
+	c := rxe.DefaultCongestion()
+	c.Engine.Burst = realPaceBurst
+	if lf.DCQCN {
+		c.Enable()
+	}
+	for _, kv := range lf.CC {
+		if err := c.Set(kv); err != nil {
+			return nil, fmt.Errorf("--cc: %w", err)
+		}
+	}
+	return &c, nil
 }
 
 // openDevice starts the device the flags describe and opens a context on

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/softroce/softroce/sim"
+	"github.com/softroce/softroce/sim/netsim"
 	"github.com/spf13/cobra"
 )
 
@@ -35,6 +37,8 @@ func newSimRunCmd() *cobra.Command {
 		pcap    string
 		logPath string
 		asJSON  bool
+		report  string
+		every   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -43,7 +47,10 @@ func newSimRunCmd() *cobra.Command {
 --json the full result. --pcap writes a pcapng capture of every frame on
 every link direction (delivered or dropped, with a comment naming the link
 and what the fault model did), stamped with virtual time from the epoch.
---log writes the event log whose SHA-256 the result reports.
+--log writes the event log whose SHA-256 the result reports. --report DIR
+samples the run every --interval of virtual time and writes result.json,
+per-flow throughput and rate (flows.csv), queue depths (queues.csv), a
+summary and plots (PNG) into DIR.
 
 Exit status: 0 when every invariant holds, 1 when one fails, 2 when the
 scenario cannot run.`,
@@ -78,9 +85,20 @@ scenario cannot run.`,
 					return exitError{exitTrouble, err}
 				}
 			}
+			if report != "" {
+				if every <= 0 {
+					return exitError{exitTrouble, fmt.Errorf("--interval %s: must be positive", every)}
+				}
+				opt.Report = netsim.Time(every)
+			}
 			res, err := sim.RunWith(sc, seed, opt)
 			if err != nil {
 				return exitError{exitTrouble, err}
+			}
+			if report != "" {
+				if err := sim.WriteReport(report, res); err != nil {
+					return exitError{exitTrouble, err}
+				}
 			}
 			for _, c := range closers {
 				if err := c.Close(); err != nil {
@@ -108,6 +126,8 @@ scenario cannot run.`,
 	cmd.Flags().StringVar(&pcap, "pcap", "", "write a pcapng capture of every frame to this file")
 	cmd.Flags().StringVar(&logPath, "log", "", "write the event log to this file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full result as JSON")
+	cmd.Flags().StringVar(&report, "report", "", "write time series, CSVs, plots and a summary into this directory")
+	cmd.Flags().DurationVar(&every, "interval", 100*time.Microsecond, "sampling period of --report, in virtual time")
 	return cmd
 }
 

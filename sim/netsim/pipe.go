@@ -66,6 +66,7 @@ type PipeCounters struct {
 	Corrupted      uint64 `json:"corrupted"`  // copies delivered with flipped bits
 	Duplicated     uint64 `json:"duplicated"` // frames delivered twice
 	Reordered      uint64 `json:"reordered"`  // copies given the fault model's reorder delay
+	ECNMarked      uint64 `json:"ecn_marked"` // frames marked CE by the queue's RED
 	MaxQueueBytes  int    `json:"max_queue_bytes"`
 }
 
@@ -86,6 +87,7 @@ func (c *PipeCounters) add(o *PipeCounters) {
 	c.Corrupted += o.Corrupted
 	c.Duplicated += o.Duplicated
 	c.Reordered += o.Reordered
+	c.ECNMarked += o.ECNMarked
 	c.MaxQueueBytes = max(c.MaxQueueBytes, o.MaxQueueBytes)
 }
 
@@ -108,6 +110,9 @@ type Pipe struct {
 
 	faults      *fault.Model
 	partitioned bool
+
+	red    RED         // ECN marking; Kmax == 0: none
+	redRNG *fault.Rand // RED's draws
 
 	busyUntil  Time
 	q          []queued // FIFO; q[qhead:] are in the queue
@@ -211,6 +216,7 @@ func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
 		return false
 	}
+	mark := p.redMarks()
 	start := max(now, p.busyUntil)
 	end := start + p.serialization(n)
 	p.busyUntil = end
@@ -225,10 +231,13 @@ func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
 	arrive := end + p.cfg.Delay
 	if p.faults == nil {
 		i := owned
+		buf := frame
 		if i < 0 {
-			var buf []byte
 			i, buf = p.net.getBuf(n)
 			copy(buf, frame)
+		}
+		if mark && p.markCE(buf) {
+			sumOK = false
 		}
 		p.deliverAt(arrive, pending{buf: i, n: int32(n), sum: sum, flags: sumFlag(sumOK)})
 		return owned >= 0
@@ -262,6 +271,9 @@ func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
 		var buf []byte
 		pd.buf, buf = p.net.getBuf(n)
 		copy(buf, frame)
+		if mark && p.markCE(buf) {
+			pd.flags &^= pendSum
+		}
 		// Two flips can meet on one bit (see flip) and cancel out.
 		if len(cp.FlipBits) > 0 {
 			flip(buf[lo:hi], cp.FlipBits)

@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+func verdict(res *Result, name string) Verdict {
+	for _, v := range res.Verdicts {
+		if v.Name == name {
+			return v
+		}
+	}
+	return Verdict{}
+}
+
+// TestDCQCNConvergenceNeedsDCQCN: the reference experiment's checks fail
+// when the hosts run no congestion control (the queue grows to what the
+// RC windows allow), so they measure DCQCN, not the workload.
+func TestDCQCNConvergenceNeedsDCQCN(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/dcqcn-convergence.json")
+	require.NoError(t, err)
+	sc.Congestion = nil
+	sc.Expect.Sometimes = nil
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	v := verdict(res, invCongestion)
+	assert.False(t, v.OK)
+	assert.Contains(t, v.Details[0], "queue sw0->h0 reached")
+	assert.Zero(t, res.Devices["h0"]["np_cnp_sent"])
+	assert.Zero(t, res.Network.ECNMarked, "nothing is ECN-capable: nothing marked")
+}
+
+// TestReportSamplesWithoutChangingTheRun: asking for a report leaves the
+// run itself (its event log) as it was, and the report's series add up to
+// what the run moved.
+func TestReportSamplesWithoutChangingTheRun(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/dcqcn-convergence.json")
+	require.NoError(t, err)
+	sc.Expect.Fair, sc.Expect.Queues = nil, nil
+	plain, err := Run(sc, 3)
+	require.NoError(t, err)
+	assert.Nil(t, plain.Report)
+	rep, err := RunWith(sc, 3, Options{Report: 250_000})
+	require.NoError(t, err)
+	assert.Equal(t, plain.EventLog, rep.EventLog)
+	r := rep.Report
+	require.NotNil(t, r)
+	require.Len(t, r.Flows, 4)
+	var bytes uint64
+	for _, f := range r.Flows {
+		assert.Len(t, f.Sent, r.Samples)
+		assert.Len(t, f.Rate, r.Samples)
+		var done float64
+		for _, x := range f.Throughput {
+			done += x * float64(r.Interval) / 8e9
+		}
+		assert.InDelta(t, float64(f.Bytes), done, 1, f.Name)
+		bytes += f.Bytes
+		assert.GreaterOrEqual(t, f.Start, int64(0))
+		assert.Greater(t, f.End, f.Start)
+	}
+	assert.Equal(t, rep.Bytes, bytes)
+	// Some flow was rate limited at some sample.
+	limited := false
+	for _, f := range r.Flows {
+		for _, x := range f.Rate {
+			limited = limited || (x > 0 && x < 100_000_000_000)
+		}
+	}
+	assert.True(t, limited)
+}
+
+func TestJain(t *testing.T) {
+	assert.InDelta(t, 1, Jain([]float64{3, 3, 3}), 1e-12)
+	assert.InDelta(t, 0.25, Jain([]float64{0, 0, 0, 5}), 1e-12)
+	assert.InDelta(t, 1, Jain(nil), 1e-12)
+}
+
+// TestCongestionCaptureInTshark has tshark, an independent dissector, read
+// a DCQCN run's capture: CE-marked data (DSCP 0, ECN CE), and CNPs as
+// ConnectX sends them, 74 bytes, DSCP CS6 (48), Not-ECT, opcode 129 (which
+// tshark calls unknown), BECN (tshark's "Reserved: 40"), sent to the data
+// sender's QP.
+func TestCongestionCaptureInTshark(t *testing.T) {
+	testenv.Tools(t, "apt-get install tshark", "tshark")
+	sc, err := Load("../testdata/scenarios/dcqcn-convergence.json")
+	require.NoError(t, err)
+	sc.Workloads = sc.Workloads[:2]
+	sc.Workloads[0].Count, sc.Workloads[1].Count = 4, 4
+	sc.Workloads[1].Start = 0
+	sc.Expect = ExpectSpec{}
+	path := filepath.Join(t.TempDir(), "cc.pcapng")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	res, err := RunWith(sc, 1, Options{Pcap: f})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.True(t, res.OK(), res.Failures())
+	cnps := res.Devices["h0"]["np_cnp_sent"]
+	require.Positive(t, cnps)
+
+	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-E", "separator=,",
+		"-e", "frame.len", "-e", "ip.dsfield.dscp", "-e", "ip.dsfield.ecn", "-e", "infiniband.bth.opcode",
+		"-e", "infiniband.reserved", "-e", "infiniband.bth.destqp", "-e", "ip.src",
+		"-Y", "infiniband.bth.opcode == 129").Output()
+	require.NoError(t, err)
+	lines := strings.Fields(string(out))
+	// Each CNP is in the capture twice: on h0's link and on the sender's.
+	require.Len(t, lines, 2*int(cnps))
+	for _, l := range lines {
+		f := strings.Split(l, ",")
+		require.Len(t, f, 7, l)
+		assert.Equal(t, []string{"74", "48", "0", "129", "40"}, f[:5], l)
+		assert.Equal(t, "10.0.0.1", f[6], "CNPs come from the receiver h0")
+	}
+	out, err = exec.Command("tshark", "-r", path, "-T", "fields", "-e", "ip.dsfield.ecn",
+		"-Y", "infiniband.bth.opcode == 7").Output() // RDMA WRITE MIDDLE
+	require.NoError(t, err)
+	ecn := map[string]int{}
+	for _, v := range strings.Fields(string(out)) {
+		ecn[v]++
+	}
+	assert.Positive(t, ecn["2"], "sent ECT(0)")
+	assert.Positive(t, ecn["3"], "marked CE on the way")
+	assert.Zero(t, ecn["0"], "no data packet is Not-ECT")
+}
