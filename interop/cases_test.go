@@ -43,6 +43,8 @@ type hostCase struct {
 	// serverOnly runs only the role where softroce is the server (see
 	// rdmacmDropInCases for why a case may need it).
 	serverOnly bool
+	// decoded, when set, checks the capture's `softroce decode` listing.
+	decoded func(t *testing.T, decoded string)
 }
 
 // rdmacmCase is librdmacm's rdma_server and rdma_client (rdmacm-utils)
@@ -101,6 +103,11 @@ type perfSpec struct {
 	netem       int    // percent loss on the guest's sends (netem)
 	atomicOp    string // -A for atomics: "" (perftest's default, FETCH_AND_ADD) or CMP_AND_SWAP
 	name        string
+	// dcqcn runs softroce with congestion control on (--dcqcn) and kernel
+	// rxe with traffic class 3 (--tclass=3): its packets leave CE-marked,
+	// as a congested switch would mark them, softroce answers with CNPs,
+	// which kernel rxe must drop without harm.
+	dcqcn bool
 }
 
 func (p perfSpec) hostCase() hostCase {
@@ -135,6 +142,11 @@ func (p perfSpec) hostCase() hostCase {
 	if p.fault > 0 {
 		host = append(host, "--fault", fmt.Sprintf("loss=%d%%,seed=7", p.fault))
 	}
+	if p.dcqcn {
+		host = append(host, "--dcqcn")
+		guest = strings.Replace(guest, " {peer}", " --tclass=3 {peer}", 1)
+		name += "_dcqcn"
+	}
 	if p.netem > 0 {
 		// Scripts run under bash, so iproute2's tc is used, not busybox's.
 		guest = fmt.Sprintf("tc qdisc replace dev eth0 root netem loss %d%% || exit 99\n%s; rc=$?\ntc qdisc del dev eth0 root\nexit $rc", p.netem, guest)
@@ -168,6 +180,9 @@ func (p perfSpec) hostCase() hostCase {
 	}
 	if p.fault > 0 || p.netem > 0 {
 		hc.retxRole = "any"
+	}
+	if p.dcqcn {
+		hc.decoded = requireCNPsToKernel
 	}
 	// Data flows from the requester for write, from the responder for read;
 	// softroce is the requester as the client. With 10 % loss on 30
@@ -244,4 +259,21 @@ func requirePerfOK(t *testing.T, who string, r Result, size, iters int) {
 	require.Equal(t, strconv.Itoa(size), m[1], who)
 	require.Equal(t, strconv.Itoa(iters), m[2], who)
 	t.Logf("%s: %s B x %s, figures %s, %v wall", who, m[1], m[2], strings.Join(strings.Fields(m[3]), " "), r.Elapsed.Round(time.Millisecond))
+}
+
+// cnpLineRE matches a CNP in a `softroce decode` listing: source, destination.
+var cnpLineRE = regexp.MustCompile(`(?m)^\d+ \S+ (\S+?):\d+ -> (\S+) CNP qpn=\S+ psn=0 ackreq=0 becn len=16 icrc=ok$`)
+
+// requireCNPsToKernel checks a dcqcn case's capture: kernel rxe's packets
+// arrived CE-marked, softroce answered with CNPs (BECN, 16 bytes, good
+// ICRC) to kernel rxe's address, and softroce's own packets left ECT(0).
+// That the programs on both sides succeeded shows kernel rxe dropped the
+// CNPs without harm.
+func requireCNPsToKernel(t *testing.T, decoded string) {
+	t.Helper()
+	cnps := cnpLineRE.FindAllStringSubmatch(decoded, -1)
+	require.NotEmpty(t, cnps, "softroce sent no CNP for CE-marked packets:\n%s", decoded)
+	require.Contains(t, decoded, " ecn=ce ", "kernel rxe's packets (tclass 3) carry CE")
+	require.Contains(t, decoded, " ecn=ect0 ", "softroce's packets leave ECT(0) with --dcqcn")
+	t.Logf("CNPs from softroce to kernel rxe: %d", len(cnps))
 }

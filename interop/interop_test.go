@@ -123,7 +123,8 @@ func TestInterop(t *testing.T) {
 			perfCase("send", true, 64, 20, 0), perfCase("atomic", true, 8, 20, 0),
 			perfSpec{verb: "atomic", size: 8, iters: 20, atomicOp: "CMP_AND_SWAP"}.hostCase(),
 			perfSpec{verb: "atomic", lat: true, size: 8, iters: 20, atomicOp: "CMP_AND_SWAP"}.hostCase(),
-			perfCase("write", false, 4096, 50, 5), perfCase("read", false, 4096, 50, 5))
+			perfCase("write", false, 4096, 50, 5), perfCase("read", false, 4096, 50, 5),
+			perfSpec{verb: "write", size: 4096, iters: 50, dcqcn: true}.hostCase())
 		cases = append(cases, sweepCases()...)
 		cases = append(cases, lossCases()...)
 		if has("pingpong") {
@@ -450,6 +451,9 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		hc.check(t, hc.hostName()+" server", h.r)
 	}
 	decoded := s.checkCapture(t, c, hc.minRoCE)
+	if hc.decoded != nil {
+		hc.decoded(t, decoded)
+	}
 	if hc.ipv6 {
 		requireAllIn(t, decoded, hostAddr6.Masked())
 		self := hostAddr6.Addr()
