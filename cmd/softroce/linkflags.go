@@ -34,16 +34,16 @@ import (
 
 // linkFlags is what the link flags set.
 type linkFlags struct {
-	Link     string // "udp", "tap" or "mem"
-	Addr     string // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
-	PeerPort uint16 // udp: the port datagrams go to (0: 4791)
-	NoGSO    bool   // udp: no segmentation offload (link.UDPOptions.NoGSO)
-	GRO      bool   // udp: receive offload (link.UDPOptions.GRO)
-	Tap      string // tap: interface name ("" lets the kernel choose)
-	Addr6    string // tap: an IPv6 address besides the IPv4 --addr ("" none)
-	Pcap     string // capture file to write ("" none)
-	Fault    string // fault spec (fault.Parse grammar; "" none)
-	MTU      int    // link MTU, largest IP packet (0: 1500)
+	Link     string   // "udp", "tap" or "mem"
+	Addr     string   // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
+	PeerPort uint16   // udp: the port datagrams go to (0: 4791)
+	NoGSO    bool     // udp: no segmentation offload (link.UDPOptions.NoGSO)
+	GRO      bool     // udp: receive offload (link.UDPOptions.GRO)
+	Tap      string   // tap: interface name ("" lets the kernel choose)
+	Addr6    string   // tap: an IPv6 address besides the IPv4 --addr ("" none)
+	Pcap     string   // capture file to write ("" none)
+	Fault    string   // fault spec (fault.Parse grammar; "" none)
+	MTU      int      // link MTU, largest IP packet (0: 1500)
 	DCQCN    bool     // congestion control on: ECN, CNPs, DCQCN
 	CC       []string // congestion settings, mlx5 names: rp_ai_rate=20
 
