@@ -16,5 +16,10 @@
 // executes incoming requests and generates ACKs, NAKs and read/atomic
 // responses. Memory is reached only through the Memory interface.
 //
+// Congestion control runs in the same engine (congestion.go): a QP answers
+// CE-marked packets with CNPs (np.go), and a CNP starts its rate control
+// (dcqcn.go, behind the RateControl interface) and the pacer that holds its
+// requester to that rate (pace.go).
+//
 // A QP is not safe for concurrent use; its owner serializes calls.
 package qp

@@ -44,6 +44,14 @@
 // by CMReady; the manager's timers run in Tick and count in Deadline, so
 // connection setup runs in real and virtual time alike.
 //
+// Congestion control (congestion.go) is where softroce leaves rxe, which has
+// none: with Congestion.ECN the device sends RoCE packets ECT(0), with the
+// engine's notification and reaction points on it answers CE marks with
+// CNPs (DSCP np_cnp_dscp, Not-ECT) and cuts its QPs' rates on CNPs (DCQCN),
+// all settable under mlx5's names. Off by default; a CNP that reaches the
+// device then counts in rx_cnp and rp_cnp_ignored and changes nothing, as in
+// rxe.
+//
 // replay_test.go puts a device in the place of either host of the kernel rxe
 // captures in testdata/pcaps/rxe and requires it to send the same frames,
 // byte for byte apart from the IPv4 ID.

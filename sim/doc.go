@@ -51,6 +51,7 @@
 //	  "switches": [{"name": "s1", "latency": "500ns"}],
 //	  "links": [{"a": "h0", "b": "s1", "bandwidth": "10Gbps", "delay": "1us",
 //	             "queue": "64KiB", "queue_frames": 0,
+//	             "ecn": {"kmin": "100KB", "kmax": "400KB", "pmax": 0.2},  // RED marking
 //	             "ba": {...same fields, for the b->a direction...},
 //	             "fault": "loss=1%", "fault_ba": "..."}],
 //	  "star": {"switch": "sw0", "latency": "500ns", "bandwidth": "10Gbps", "delay": "1us",
@@ -72,10 +73,15 @@
 //	    "mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "min_rnr_timer": 1,
 //	    "connect": "cm"                      // connect with the connection manager (RC, UC)
 //	  }],
+//	  "congestion": {"dcqcn": true,          // or "ecn", "np", "rp" one by one
+//	                 "params": {"rp_ai_rate": 20}},  // mlx5 names and units
 //	  "expect": {"statuses": ["SUCCESS", "RETRY_EXC_ERR", "WR_FLUSH_ERR"],
 //	             "sometimes": ["retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 //	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss",
-//	                           "cm_retransmit"]}
+//	                           "cm_retransmit", "ecn_marked", "cnp", "rate_cut"],
+//	             "fair": [{"from": "7ms", "until": "14ms", "jain": 0.93, "min_total": "80Gbps",
+//	                       "flows": ["w/h1->h0/0", "w/h2->h0/0"]}],
+//	             "queues": [{"link": "sw0->h0", "max": "1MB", "settle": "5ms", "below": "400KB"}]}
 //	}
 //
 // With "connect": "cm" the QPs are connected the way rdma_cm connects them
@@ -121,4 +127,19 @@
 //     corrupts only bytes the ICRC covers; a frame corrupted on two hops
 //     can come out intact, and then it is a good frame).
 //   - coverage: each event the scenario lists under "sometimes" happened.
+//   - congestion: over each "fair" window, Jain's index of the flows'
+//     sending rates (payload their requesters put on the wire) is at least
+//     "jain" and their sum at least "min_total"; each "queues" bound holds.
+//
+// # Congestion control and reports
+//
+// "congestion" turns on the hosts' DCQCN (package qp's notification and
+// reaction points, package rxe's settings, each host's line rate its
+// link's); "ecn" on a link direction marks CE by RED as frames join its
+// queue (netsim.RED). Options.Report (softroce sim run --report DIR)
+// samples every flow's sending rate, goodput and rate-limiter setting and
+// every queue's depth once per interval of virtual time (report.go); the
+// samples are read between events, so a run with a report has the same
+// event log as one without. A scenario with "fair" or "queues" expectations
+// gathers one at 100 us.
 package sim

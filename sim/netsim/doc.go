@@ -1,6 +1,6 @@
 // Package netsim is the simulator's discrete-event network: a virtual clock
 // and event loop, seeded random streams, and links and switches that delay,
-// queue, drop, duplicate, reorder and corrupt Ethernet frames.
+// queue, drop, duplicate, reorder, corrupt and ECN-mark Ethernet frames.
 //
 // Everything runs on one goroutine. Events are ordered by (virtual time,
 // scheduling sequence number); randomness comes from streams derived from one
@@ -9,7 +9,7 @@
 // any machine.
 //
 // A link direction (Pipe) models an output port and a wire: frames wait in a
-// bounded drop-tail queue, are serialized at the link's bandwidth, propagate
+// bounded drop-tail queue (marked CE by RED when SetECN installs it), are serialized at the link's bandwidth, propagate
 // for the link's delay, and pass through the direction's fault model and
 // partition state. A Switch forwards frames by destination MAC (or, for
 // addresses it has not been told, destination IP) to the egress Pipe of the
