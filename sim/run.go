@@ -220,7 +220,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
 	}
 	if rep != nil {
-		run.report = rep.finish(loop.Now())
+		run.report = rep.finish(min(loop.Now(), run.stats.lastDone+rep.interval))
 	}
 	res := run.result(end)
 	res.Report = run.report

@@ -10,6 +10,7 @@ import (
 
 	"github.com/softroce/softroce/sim"
 	"github.com/softroce/softroce/sim/netsim"
+	simreport "github.com/softroce/softroce/sim/report"
 	"github.com/spf13/cobra"
 )
 
@@ -96,7 +97,7 @@ scenario cannot run.`,
 				return exitError{exitTrouble, err}
 			}
 			if report != "" {
-				if err := sim.WriteReport(report, res); err != nil {
+				if err := simreport.Write(report, res); err != nil {
 					return exitError{exitTrouble, err}
 				}
 			}

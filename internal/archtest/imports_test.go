@@ -45,6 +45,7 @@ var rank = map[string]int{
 
 	// Subsystems over the verbs API.
 	"dropin":            5,
+	"sim/report":        5, // a run's report on disk, over sim
 	"workload/perftest": 5,
 	"workload/pingpong": 5,
 	"workload/rdmacm":   5,

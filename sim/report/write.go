@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"encoding/csv"
@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/softroce/softroce/sim"
 )
 
-// WriteReport writes a run's result and report into dir: result.json (the
-// whole Result), flows.csv (per flow and sample: time, throughput, rate),
-// queues.csv (per link direction with any queue and sample: time, bytes)
-// and summary.txt; plots are added by WritePlots.
-func WriteReport(dir string, res *Result) error {
+// Write writes a run's result and report into dir: result.json (the
+// whole Result), flows.csv (per flow and sample: time, sending rate,
+// goodput, rate-limiter setting), queues.csv (per link direction that
+// queued anything, per sample: time, bytes), summary.txt and the plots
+// (plot.go).
+func Write(dir string, res *sim.Result) error {
 	if res.Report == nil {
 		return fmt.Errorf("write report: the run gathered no report")
 	}
@@ -52,7 +55,10 @@ func WriteReport(dir string, res *Result) error {
 	if err := writeCSV(filepath.Join(dir, "queues.csv"), queues); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(res.Summary()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(res.Summary()), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return writePlots(dir, res)
 }
 
 func writeCSV(path string, rows [][]string) error {
