@@ -120,6 +120,10 @@ func pipeConfig(ps PipeSpec) netsim.PipeConfig {
 
 // build creates the network, hosts and switches, and schedules faults.
 func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loop) *recorder) (*world, error) {
+	sc, err := sc.withTopology()
+	if err != nil {
+		return nil, err
+	}
 	infos, err := resolveHosts(sc)
 	if err != nil {
 		return nil, err

@@ -90,6 +90,11 @@ type flow struct {
 	rposted     int         // receives posted in total
 	bytesDone   uint64      // payload of operations completed successfully
 	lastDone    netsim.Time // the last send completion
+	// A flows workload's flow: the bytes it moves, how many are posted,
+	// and when it arrives (its operations start then, not at the
+	// workload's start).
+	total, queued int64
+	startAt       netsim.Time
 	sge         [1]qp.SGE
 
 	// connected: the QPs are in RTS; started: the start time has come.
@@ -129,11 +134,19 @@ func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, er
 	return hr, nil
 }
 
-// newFlow creates and connects a QP pair for workload w from a to b.
-func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int) (*flow, error) {
+// newFlow creates and connects a QP pair for workload w from a to b: the
+// k-th of the pair's QPs, or, for a flows workload, the flow that arrives
+// as fa (k is then its number in the run).
+func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*flow, error) {
 	f := &flow{
 		id: len(run.flows), wl: w, typ: w.typ, a: a, b: b,
 		name: fmt.Sprintf("%s/%s->%s/%d", w.Name, a.info.Name, b.info.Name, k),
+		startAt: netsim.Time(w.Start),
+	}
+	count := w.Count
+	if fa != nil {
+		f.total, f.startAt = fa.size, fa.at
+		count = int((fa.size + int64(w.maxSize) - 1) / int64(w.maxSize))
 	}
 	f.rng = fault.Stream(run.w.seed, "flow/"+f.name)
 	pathMTU := min(rxe.ActiveMTU(a.info.MTU), rxe.ActiveMTU(b.info.MTU))
@@ -205,7 +218,7 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int) (*flow, error) {
 		}
 	}
 	run.w.rec.event("flow", f.name, f.typ.String(), fmt.Sprintf("qpn=%d/%d psn=%d/%d mtu=%d", f.qa.QPN(), f.qb.QPN(), psnA, psnB, f.mtu))
-	f.ops = make([]opRec, w.Count)
+	f.ops = make([]opRec, count)
 	a.ends[f.qa.QPN()] = &flowEnd{f: f, requester: true}
 	b.ends[f.qb.QPN()] = &flowEnd{f: f}
 	for i := 0; i < f.rdepth; i++ {

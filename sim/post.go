@@ -32,6 +32,10 @@ func (f *flow) post(now netsim.Time) error {
 	op := &f.ops[i]
 	op.kind = w.drawOp(f.rng)
 	op.size = w.drawSize(f.rng)
+	if f.total > 0 {
+		op.size = int(min(int64(op.size), f.total-f.queued))
+		f.queued += int64(op.size)
+	}
 	op.postedAt = now
 	if f.typ == qp.UD {
 		op.size = min(op.size, int(f.mtu))
@@ -128,7 +132,7 @@ func (f *flow) pump(now netsim.Time) {
 // the connection manager has connected the QPs if that is later.
 func (f *flow) start(run *runState) {
 	loop := run.w.loop
-	loop.At(netsim.Time(f.wl.Start), func() {
+	loop.At(f.startAt, func() {
 		f.started = true
 		if f.connected {
 			f.begin(run)

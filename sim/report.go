@@ -215,6 +215,7 @@ func (run *runState) checkSharing() {
 	ex := run.w.sc.Expect
 	r := run.report
 	if r == nil {
+		run.checkFCT()
 		return
 	}
 	for _, fs := range ex.Fair {
@@ -252,6 +253,7 @@ func (run *runState) checkSharing() {
 				from, until, total/1e9, float64(fs.MinTotal)/1e9, strings.Join(parts, ", "))
 		}
 	}
+	run.checkFCT()
 	for _, qs := range ex.Queues {
 		i := slices.IndexFunc(r.Queues, func(q QueueReport) bool { return q.Link == qs.Link })
 		if i < 0 {

@@ -103,6 +103,8 @@ type Result struct {
 	Verdicts []Verdict                    `json:"invariants"`
 	// Report holds the run's time series, when Options.Report asked.
 	Report *Report `json:"report,omitempty"`
+	// FCT holds the flow completion times of flows workloads (fct.go).
+	FCT *FCTResult `json:"fct,omitempty"`
 }
 
 // OK reports whether every invariant held.
@@ -150,6 +152,9 @@ func (r *Result) Summary() string {
 			state = fmt.Sprintf("FAILED (%d)", v.Violations)
 		}
 		fmt.Fprintf(&b, "  %-14s %s\n", v.Name, state)
+	}
+	if r.FCT != nil {
+		b.WriteString(r.FCT.Summary())
 	}
 	fmt.Fprintf(&b, "event log sha256 %s\n", r.EventLog)
 	return b.String()

@@ -83,6 +83,7 @@ type runState struct {
 	// for or needed by the scenario's expectations (report.go).
 	rep    *reporter
 	report *Report
+	fct    *FCTResult // flows workloads' completion times (fct.go)
 }
 
 func (run *runState) violate(inv, flow, format string, args ...any) {
@@ -222,8 +223,10 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	if rep != nil {
 		run.report = rep.finish(min(loop.Now(), run.stats.lastDone+rep.interval))
 	}
+	run.fct = run.fcts()
 	res := run.result(end)
 	res.Report = run.report
+	res.FCT = run.fct
 	if pw != nil {
 		if err := pw.Close(); err != nil {
 			return nil, err
@@ -242,6 +245,7 @@ func (run *runState) setup() error {
 	type pair struct {
 		wl   *wlSpec
 		a, b int
+		flow *flowArrival // a flows workload's flow; nil: wl.QPs QP pairs
 	}
 	var pairs []pair
 	for i, ws := range w.sc.Workloads {
@@ -257,12 +261,24 @@ func (run *runState) setup() error {
 		if err != nil {
 			return fmt.Errorf("workload %s: to: %w", wl.Name, err)
 		}
+		if wl.Flows != nil {
+			fl, err := wl.arrivals(w.seed, from, to, func(h int) int64 { return w.hosts[h].out.Config().Bandwidth })
+			if err != nil {
+				return err
+			}
+			for i := range fl {
+				pairs = append(pairs, pair{wl, fl[i].src, fl[i].dst, &fl[i]})
+				perHost[fl[i].src] += wl.Window + 1
+				perHost[fl[i].dst] += wl.RecvDepth + 1
+			}
+			continue
+		}
 		for _, a := range from {
 			for _, b := range to {
 				if a == b {
 					continue
 				}
-				pairs = append(pairs, pair{wl, a, b})
+				pairs = append(pairs, pair{wl, a, b, nil})
 				perHost[a] += wl.QPs * (wl.Window + 1)
 				perHost[b] += wl.QPs * (wl.RecvDepth + 1)
 			}
@@ -281,9 +297,17 @@ func (run *runState) setup() error {
 		}
 		run.hosts = append(run.hosts, hr)
 	}
-	for _, p := range pairs {
+	for i, p := range pairs {
+		if p.flow != nil {
+			f, err := run.newFlow(p.wl, run.hosts[p.a], run.hosts[p.b], i, p.flow)
+			if err != nil {
+				return err
+			}
+			run.flows = append(run.flows, f)
+			continue
+		}
 		for k := 0; k < p.wl.QPs; k++ {
-			f, err := run.newFlow(p.wl, run.hosts[p.a], run.hosts[p.b], k)
+			f, err := run.newFlow(p.wl, run.hosts[p.a], run.hosts[p.b], k, nil)
 			if err != nil {
 				return err
 			}

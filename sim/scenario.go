@@ -34,8 +34,12 @@ type Scenario struct {
 	Switches  []SwitchSpec `json:"switches,omitempty"`
 	// Links joins hosts and switches. Star, when set, adds one switch and a
 	// link from every host to it.
-	Links      []LinkSpec      `json:"links,omitempty"`
-	Star       *StarSpec       `json:"star,omitempty"`
+	Links []LinkSpec `json:"links,omitempty"`
+	Star  *StarSpec  `json:"star,omitempty"`
+	// FatTree and LeafSpine generate a data-centre topology with its hosts
+	// (topology.go); switches forward by ECMP where paths are equal.
+	FatTree    *FatTreeSpec    `json:"fat_tree,omitempty"`
+	LeafSpine  *LeafSpineSpec  `json:"leaf_spine,omitempty"`
 	Faults     []FaultSpec     `json:"faults,omitempty"`
 	Partitions []PartitionSpec `json:"partitions,omitempty"`
 	Workloads  []WorkloadSpec  `json:"workloads"`
@@ -61,6 +65,17 @@ type ExpectSpec struct {
 	Fair []FairSpec `json:"fair,omitempty"`
 	// Queues bounds link directions' output queues.
 	Queues []QueueSpec `json:"queues,omitempty"`
+	// FCT bounds the FCT slowdown of a flows workload's size groups
+	// ("0-50%", "50-80%", "80-95%", "95-100%", "all").
+	FCT []FCTBound `json:"fct,omitempty"`
+}
+
+// FCTBound bounds one size group's slowdown percentiles (0: unbounded).
+type FCTBound struct {
+	Group  string  `json:"group"`
+	P50Max float64 `json:"p50_max,omitempty"`
+	P95Max float64 `json:"p95_max,omitempty"`
+	P99Max float64 `json:"p99_max,omitempty"`
 }
 
 // FairSpec is a fairness expectation over [From, Until].
@@ -191,6 +206,10 @@ type WorkloadSpec struct {
 	// MaxRdAtomic bounds the READ and atomic requests a requester keeps
 	// outstanding, and the responder's resources for them (default 16).
 	MaxRdAtomic *int `json:"max_rd_atomic,omitempty"`
+	// Flows, when set, makes the workload a stream of flows drawn from a
+	// flow-size CDF at a target load (flows.go) instead of QP pairs running
+	// Count operations each; From and To are the sources and destinations.
+	Flows *FlowsSpec `json:"flows,omitempty"`
 	// Connect is how the QPs are connected: "" (directly, as if their
 	// numbers had been traded out of band) or "cm": the connection
 	// manager's REQ, REP and RTU on QP 1, through the simulated network and
@@ -227,6 +246,11 @@ func Parse(b []byte) (*Scenario, error) {
 	var s Scenario
 	if err := decodeStrict(b, &s); err != nil {
 		return nil, fmt.Errorf("parse scenario: %w", err)
+	}
+	if x, err := s.withTopology(); err != nil {
+		return nil, err
+	} else {
+		s = *x
 	}
 	if err := s.check(); err != nil {
 		return nil, err

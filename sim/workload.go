@@ -79,10 +79,37 @@ func resolveWorkload(i int, ws WorkloadSpec) (*wlSpec, error) {
 	default:
 		return nil, fmt.Errorf("workload %s: connect %q: want \"\" or \"cm\"", w.Name, ws.Connect)
 	}
-	if len(ws.Ops) == 0 {
+	if ws.Flows != nil {
+		// A flow moves its bytes as WRITEs: nothing else is asked of the
+		// responder, which then needs a single receive.
+		for name := range ws.Ops {
+			if name != "WRITE" {
+				return nil, fmt.Errorf("workload %s: a flows workload moves its bytes with WRITE only, not %s", w.Name, name)
+			}
+		}
+		if ws.Transport != "" && !strings.EqualFold(ws.Transport, "RC") {
+			return nil, fmt.Errorf("workload %s: a flows workload runs on RC", w.Name)
+		}
+		w.Ops = map[string]int{"WRITE": 1}
+		chunk := int(ws.Flows.Chunk)
+		if chunk == 0 {
+			chunk = defaultChunk
+		}
+		if chunk < 8 || chunk > maxMessage {
+			return nil, fmt.Errorf("workload %s: chunk %d outside 8..%d", w.Name, chunk, maxMessage)
+		}
+		w.Size = SizeSpec{Fixed: chunk}
+		if w.RecvDepth == 0 {
+			w.RecvDepth = 1
+		}
+		if w.Window == 0 {
+			w.Window = 8
+		}
+	}
+	if len(w.Ops) == 0 {
 		w.weights[opSend] = 1
 	}
-	for name, wt := range ws.Ops {
+	for name, wt := range w.Ops {
 		for k := opKind(0); k < numOpKinds; k++ {
 			if opKindNames[k] == name {
 				w.weights[k] = wt
@@ -107,7 +134,7 @@ func resolveWorkload(i int, ws WorkloadSpec) (*wlSpec, error) {
 	if w.RecvDepth == 0 {
 		w.RecvDepth = w.Window + 1
 	}
-	sz := ws.Size
+	sz := w.Size
 	switch {
 	case len(sz.List) > 0:
 		for _, v := range sz.List {

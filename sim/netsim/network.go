@@ -318,6 +318,7 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 	dist := make([]int, len(n.nodes))
 	via := make([]int, len(n.nodes))
 	queue := make([]NodeID, 0, len(n.nodes))
+	var ports []int
 	// Visit hosts in node order so that the result does not depend on map
 	// iteration.
 	for id := range n.nodes {
@@ -331,8 +332,15 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 			if !ok || dist[s] < 0 {
 				continue
 			}
+			// Every port towards a neighbour one hop nearer is an equal-cost
+			// next hop (ECMP); a single one is the common case.
+			ports = g.nextHops(NodeID(s), n, dist, ports[:0])
+			out := via[s]
+			if len(ports) > 1 {
+				out = sw.group(ports)
+			}
 			for _, a := range addrs {
-				sw.learn(a, via[s])
+				sw.learn(a, out)
 			}
 		}
 	}
@@ -348,6 +356,23 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 type routeGraph struct {
 	in   [][]*Pipe     // by node: the pipes into it, in creation order
 	port map[*Pipe]int // a pipe's port number at its source
+}
+
+// nextHops appends to out, in port order, the ports of switch s that lead
+// to a node one hop nearer the destination of the last search.
+func (g *routeGraph) nextHops(s NodeID, n *Network, dist []int, out []int) []int {
+	for i, pt := range n.ports[s] {
+		p := pt.out
+		if p == nil || p.from != s {
+			continue
+		}
+		if d := dist[p.to]; d >= 0 && d == dist[s]-1 {
+			if _, relay := n.nodes[p.to].(*Switch); relay || d == 0 {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }
 
 // bfs fills, for every node, its hop distance to dst (-1 if unreachable)

@@ -1,6 +1,7 @@
 package netsim
 
 import (
+	"fmt"
 	"net/netip"
 )
 
@@ -10,21 +11,89 @@ type SwitchCounters struct {
 	Flooded   uint64 `json:"flooded"`
 	Unknown   uint64 `json:"unknown"` // frames for no known host: dropped
 	Hairpin   uint64 `json:"hairpin"` // frames whose way out is the port they came in on: dropped
+	ECMP      uint64 `json:"ecmp"`    // frames forwarded by a hash over equal-cost ports
 }
 
 // Switch is an Ethernet switch with static forwarding: it sends a frame out
 // of the port towards its destination MAC address, or, for a MAC it was not
 // told (a device that addresses frames by IP only), its destination IP
-// address; broadcast and multicast frames go out of every other port. Its
-// output queues are its ports' pipes.
+// address; broadcast and multicast frames go out of every other port. Where
+// several ports lead to the destination on shortest paths (a fat-tree, a
+// leaf-spine fabric), it picks one by a hash of the frame's IP addresses,
+// protocol and UDP ports, seeded by the switch, as data-centre switches do
+// ECMP: one RoCE QP (one UDP source port) keeps one path, and different
+// QPs spread. Its output queues are its ports' pipes.
 type Switch struct {
 	net      *Network
 	id       NodeID
 	outs     []*Pipe
-	byMAC    map[[6]byte]int
+	byMAC    map[[6]byte]int // a port, or -1-g for ECMP group g
 	byIP     map[netip.Addr]int
+	groups   [][]int // ECMP groups: equal-cost ports
+	groupIdx map[string]int
 	latency  Time
 	counters SwitchCounters
+}
+
+// group returns the forwarding entry of the ECMP group of ports (-1-g),
+// sharing one group among the destinations that have the same ports.
+func (s *Switch) group(ports []int) int {
+	key := fmt.Sprint(ports)
+	g, ok := s.groupIdx[key]
+	if !ok {
+		if s.groupIdx == nil {
+			s.groupIdx = map[string]int{}
+		}
+		g = len(s.groups)
+		s.groups = append(s.groups, append([]int(nil), ports...))
+		s.groupIdx[key] = g
+	}
+	return -1 - g
+}
+
+// ecmpPort picks a port of group g for frame by its flow hash.
+func (s *Switch) ecmpPort(g int, frame []byte) int {
+	ports := s.groups[g]
+	s.counters.ECMP++
+	return ports[flowHash(frame, uint64(s.id))%uint64(len(ports))]
+}
+
+// flowHash hashes a frame's IP source and destination, protocol and (for
+// UDP and TCP) ports with seed: the 5-tuple ECMP hashes, RoCE v2's varying
+// part being the UDP source port each QP picks. Frames that are not IP
+// hash their Ethernet addresses.
+func flowHash(f []byte, seed uint64) uint64 {
+	h := seed*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
+	mix := func(b []byte) {
+		for _, c := range b {
+			h ^= uint64(c)
+			h *= 0x100000001B3
+		}
+	}
+	et := uint16(f[12])<<8 | uint16(f[13])
+	switch {
+	case et == 0x0800 && len(f) >= 14+20+4:
+		ihl := int(f[14]&0x0F) * 4
+		mix(f[26:34])
+		mix(f[23:24])
+		if (f[23] == 17 || f[23] == 6) && len(f) >= 14+ihl+4 {
+			mix(f[14+ihl : 14+ihl+4])
+		}
+	case et == 0x86DD && len(f) >= 14+40+4:
+		mix(f[22:54])
+		mix(f[20:21])
+		if f[20] == 17 || f[20] == 6 {
+			mix(f[54:58])
+		}
+	default:
+		mix(f[:12])
+	}
+	// A final avalanche, so that the low bits the modulo uses depend on
+	// every input bit.
+	h ^= h >> 33
+	h *= 0xFF51AFD7ED558CCD
+	h ^= h >> 33
+	return h
 }
 
 // AddSwitch adds a switch that forwards each frame latency after it arrives.
@@ -81,6 +150,9 @@ func (s *Switch) Receive(in int, frame []byte) {
 		s.counters.Unknown++
 		return
 	}
+	if out < 0 {
+		out = s.ecmpPort(-1-out, frame)
+	}
 	if out == in {
 		s.counters.Hairpin++
 		return
@@ -120,4 +192,43 @@ func dstIP(f []byte) (netip.Addr, bool) {
 		return netip.AddrFrom16([16]byte(f[38:54])).Unmap(), true
 	}
 	return netip.Addr{}, false
+}
+
+// nextPort returns the port a frame to a leaves by (the first of an ECMP
+// group), or -1.
+func (s *Switch) nextPort(a Addr) int {
+	out, ok := s.byMAC[a.MAC]
+	if !ok && a.IP.IsValid() {
+		out, ok = s.byIP[a.IP.Unmap()]
+	}
+	if !ok {
+		return -1
+	}
+	if out < 0 {
+		out = s.groups[-1-out][0]
+	}
+	return out
+}
+
+// PathLatency returns how long a frame of n bytes takes from node from
+// (leaving by its first port) to the host with address to over an idle
+// network: at every hop its serialization and the link's delay, at every
+// switch the forwarding latency (store and forward). It is the base of an
+// ideal flow completion time. ok is false when no path leads there.
+func (n *Network) PathLatency(from NodeID, to Addr, frameBytes int) (t Time, ok bool) {
+	p := n.Out(from, 0)
+	for hops := 0; p != nil && hops <= len(n.nodes); hops++ {
+		t += p.serialization(frameBytes) + p.cfg.Delay
+		sw, isSwitch := n.nodes[p.to].(*Switch)
+		if !isSwitch {
+			return t, true
+		}
+		t += sw.latency
+		out := sw.nextPort(to)
+		if out < 0 {
+			return 0, false
+		}
+		p = sw.outs[out]
+	}
+	return 0, false
 }

@@ -61,7 +61,44 @@ func writePlots(dir string, res *sim.Result) error {
 		}
 		lines = append(lines, qr.Link, xy)
 	}
-	return save(q, lines, filepath.Join(dir, "queues.png"))
+	if err := save(q, lines, filepath.Join(dir, "queues.png")); err != nil {
+		return err
+	}
+	if res.FCT != nil {
+		return plotFCT(res, filepath.Join(dir, "fct.png"))
+	}
+	return nil
+}
+
+// plotFCT draws the slowdown percentiles by flow-size group, the figure of
+// the DCQCN and HPCC studies.
+func plotFCT(res *sim.Result, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s, seed %d: FCT slowdown by flow size", res.Scenario, res.Seed)
+	p.X.Label.Text = "flow-size group (largest flow, bytes)"
+	p.Y.Label.Text = "slowdown"
+	var groups []sim.FCTGroup
+	for _, g := range res.FCT.Groups {
+		if g.Name != "all" && g.Count > 0 {
+			groups = append(groups, g)
+		}
+	}
+	names := make([]string, len(groups))
+	var lines []any
+	for _, pc := range []struct {
+		name string
+		get  func(g sim.FCTGroup) float64
+	}{{"p50", func(g sim.FCTGroup) float64 { return g.P50 }}, {"p95", func(g sim.FCTGroup) float64 { return g.P95 }},
+		{"p99", func(g sim.FCTGroup) float64 { return g.P99 }}} {
+		xy := make(plotter.XYs, len(groups))
+		for i, g := range groups {
+			xy[i].X, xy[i].Y = float64(i), pc.get(g)
+			names[i] = fmt.Sprintf("%s (%d)", g.Name, g.MaxSize)
+		}
+		lines = append(lines, pc.name, xy)
+	}
+	p.NominalX(names...)
+	return save(p, lines, path)
 }
 
 // save adds lines (name, XYs pairs) to p and writes it as a PNG.

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,7 +59,48 @@ func Write(dir string, res *sim.Result) error {
 	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(res.Summary()), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
+	if err := writeFCT(dir, res.FCT); err != nil {
+		return err
+	}
 	return writePlots(dir, res)
+}
+
+// writeFCT writes a flows workload's completion times: fct.csv, one row
+// per flow, and fct.txt in the HPCC simulator's format (sip dip sport dport
+// size start_ns fct_ns standalone_ns, addresses in hex), which its
+// fct_analysis.py reads as it is.
+func writeFCT(dir string, f *sim.FCTResult) error {
+	if f == nil {
+		return nil
+	}
+	rows := [][]string{{"flow", "src", "dst", "size", "start_ns", "fct_ns", "ideal_ns", "slowdown"}}
+	var txt []byte
+	for _, x := range f.Flows {
+		rows = append(rows, []string{x.Name, x.Src, x.Dst, strconv.FormatInt(x.Size, 10), strconv.FormatInt(x.Start, 10),
+			strconv.FormatInt(x.FCT, 10), strconv.FormatInt(x.Ideal, 10), strconv.FormatFloat(x.Slowdown, 'f', 4, 64)})
+		if x.FCT < 0 {
+			continue
+		}
+		txt = fmt.Appendf(txt, "%s %s %d %d %d %d %d %d\n", hexIP(x.SrcIP), hexIP(x.DstIP), x.SrcPort, 4791,
+			x.Size, x.Start, x.FCT, x.Ideal)
+	}
+	if err := writeCSV(filepath.Join(dir, "fct.csv"), rows); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fct.txt"), txt, 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// hexIP writes an IPv4 address as the HPCC simulator does: eight hex digits.
+func hexIP(s string) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return s
+	}
+	b := a.As4()
+	return fmt.Sprintf("%02x%02x%02x%02x", b[0], b[1], b[2], b[3])
 }
 
 func writeCSV(path string, rows [][]string) error {
