@@ -95,7 +95,7 @@ type flow struct {
 	// workload's start).
 	total, queued int64
 	startAt       netsim.Time
-	sge         [1]qp.SGE
+	sge           [1]qp.SGE
 
 	// connected: the QPs are in RTS; started: the start time has come.
 	// Operations begin when both hold (cm.go).
@@ -140,7 +140,7 @@ func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, er
 func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*flow, error) {
 	f := &flow{
 		id: len(run.flows), wl: w, typ: w.typ, a: a, b: b,
-		name: fmt.Sprintf("%s/%s->%s/%d", w.Name, a.info.Name, b.info.Name, k),
+		name:    fmt.Sprintf("%s/%s->%s/%d", w.Name, a.info.Name, b.info.Name, k),
 		startAt: netsim.Time(w.Start),
 	}
 	count := w.Count
