@@ -54,6 +54,9 @@
 //	             "ecn": {"kmin": "100KB", "kmax": "400KB", "pmax": 0.2},  // RED marking
 //	             "ba": {...same fields, for the b->a direction...},
 //	             "fault": "loss=1%", "fault_ba": "..."}],
+//	  "fat_tree": {"k": 4, "oversubscription": 1, "latency": "500ns",  // instead of hosts, star, links
+//	               "host": {...link fields...}, "fabric": {...}, "host_down": {...}},
+//	  "leaf_spine": {"leaves": 4, "spines": 2, "hosts_per_leaf": 8, "host": {...}, "fabric": {...}},
 //	  "star": {"switch": "sw0", "latency": "500ns", "bandwidth": "10Gbps", "delay": "1us",
 //	           "queue": "1MiB", "downlink": {...switch->host direction...}, "fault": "..."},
 //	  "faults": [{"link": "h0-sw0", "spec": "loss=5%,reorder=2%", "from": "1ms", "until": "5ms"}],
@@ -72,6 +75,10 @@
 //	    "recv_depth": 9, "recv_delay": "200us",  // receives kept posted; slow reposting
 //	    "mtu": 1024, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7, "min_rnr_timer": 1,
 //	    "connect": "cm"                      // connect with the connection manager (RC, UC)
+//	  }, {
+//	    "name": "ws", "from": ["*"], "to": ["*"],   // a stream of flows instead of QP pairs:
+//	    "flows": {"cdf": "websearch", "load": 0.3, "for": "2ms", "chunk": "64KiB"},
+//	    "window": 8                          // WRITEs of at most chunk outstanding per flow
 //	  }],
 //	  "congestion": {"dcqcn": true,          // or "ecn", "np", "rp" one by one
 //	                 "params": {"rp_ai_rate": 20}},  // mlx5 names and units
@@ -81,7 +88,8 @@
 //	                           "cm_retransmit", "ecn_marked", "cnp", "rate_cut"],
 //	             "fair": [{"from": "7ms", "until": "14ms", "jain": 0.93, "min_total": "80Gbps",
 //	                       "flows": ["w/h1->h0/0", "w/h2->h0/0"]}],
-//	             "queues": [{"link": "sw0->h0", "max": "1MB", "settle": "5ms", "below": "400KB"}]}
+//	             "queues": [{"link": "sw0->h0", "max": "1MB", "settle": "5ms", "below": "400KB"}],
+//	             "fct": [{"group": "0-50%", "p50_max": 2.5, "p95_max": 4, "p99_max": 5}]}
 //	}
 //
 // With "connect": "cm" the QPs are connected the way rdma_cm connects them
@@ -129,7 +137,8 @@
 //   - coverage: each event the scenario lists under "sometimes" happened.
 //   - congestion: over each "fair" window, Jain's index of the flows'
 //     sending rates (payload their requesters put on the wire) is at least
-//     "jain" and their sum at least "min_total"; each "queues" bound holds.
+//     "jain" and their sum at least "min_total"; each "queues" bound holds;
+//     each "fct" group's slowdown percentiles are within their bounds.
 //
 // # Congestion control and reports
 //
@@ -142,4 +151,18 @@
 // samples are read between events, so a run with a report has the same
 // event log as one without. A scenario with "fair" or "queues" expectations
 // gathers one at 100 us.
+//
+// # Data-centre topologies and flows
+//
+// "fat_tree" and "leaf_spine" generate hosts h0.., switches and links
+// (topology.go); where several shortest paths lead to a host, switches
+// spread frames over them by ECMP on the IP addresses and UDP ports (each
+// RoCE QP has its own source port, so a QP keeps one path). A workload
+// with "flows" (flows.go) draws flows per source host as a Poisson process
+// filling "load" of its link, destinations uniformly, sizes from a flow-size
+// CDF (WebSearch, FB_Hadoop or given points); each flow is a QP pair that
+// WRITEs its bytes. Result.FCT (fct.go) then has every flow's completion
+// time, its ideal on an idle network (path latency plus serialization at
+// the host's rate) and the slowdown, with p50/p95/p99 by size group as the
+// DCQCN and HPCC studies plot them.
 package sim
