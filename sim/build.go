@@ -41,6 +41,7 @@ type world struct {
 	byName map[string]netsim.NodeID
 	hostOf map[string]*host
 	sws    []*netsim.Switch
+	swPFC  []*PFCSpec // by switch, as sws
 	rec    *recorder
 	// lastHeal is the time the last fault or partition ends (0 if none).
 	lastHeal netsim.Time
@@ -156,6 +157,7 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 		}
 		sw := w.net.AddSwitch(ss.Name, netsim.Time(ss.Latency))
 		w.sws = append(w.sws, sw)
+		w.swPFC = append(w.swPFC, ss.PFC)
 		w.byName[ss.Name] = sw.ID()
 		return nil
 	}
@@ -242,6 +244,9 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 	if err := w.scheduleFaults(); err != nil {
 		return nil, err
 	}
+	if err := w.setupPFC(); err != nil {
+		return nil, err
+	}
 	if err := w.setupCongestion(marks); err != nil {
 		return nil, err
 	}
@@ -314,6 +319,33 @@ func (w *world) scheduleFaults() error {
 				w.loop.At(netsim.Time(pt.Heal), func() { p.SetPartitioned(false) })
 				w.lastHeal = max(w.lastHeal, netsim.Time(pt.Heal))
 			}
+		}
+	}
+	return nil
+}
+
+// setupPFC turns on the flow control of the switches that have it, once
+// they are connected, and lets a host resume feeding its port when an XON
+// ends a pause.
+func (w *world) setupPFC() error {
+	any := false
+	for i, sw := range w.sws {
+		ps := w.swPFC[i]
+		if ps == nil {
+			continue
+		}
+		if ps.Quanta < 0 || ps.Quanta > 0xFFFF {
+			return fmt.Errorf("switch %d: pfc quanta %d outside 0..65535", i, ps.Quanta)
+		}
+		err := sw.SetPFC(netsim.PFC{XOff: int(ps.XOff), XOn: int(ps.XOn), Headroom: int(ps.Headroom), Quanta: uint16(ps.Quanta)})
+		if err != nil {
+			return err
+		}
+		any = true
+	}
+	if any {
+		for _, h := range w.hosts {
+			h.out.SetOnResume(h.kick)
 		}
 	}
 	return nil

@@ -133,3 +133,52 @@ func TestCongestionCaptureInTshark(t *testing.T) {
 	assert.Positive(t, ecn["3"], "marked CE on the way")
 	assert.Zero(t, ecn["0"], "no data packet is Not-ECT")
 }
+
+// TestPFCVictimNeedsPFC: the victim experiment's checks fail without PFC
+// (the victim runs free and r's queue grows), so they measure PFC.
+func TestPFCVictimNeedsPFC(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/pfc-victim.json")
+	require.NoError(t, err)
+	for i := range sc.Switches {
+		sc.Switches[i].PFC = nil
+	}
+	sc.Expect.Sometimes = nil
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	v := verdict(res, invCongestion)
+	require.False(t, v.OK)
+	assert.Equal(t, 2, v.Violations, v.Details)
+	assert.Nil(t, res.PFC)
+}
+
+// TestPFCCaptureInTshark: the PAUSE frames in a PFC run's capture are what
+// tshark decodes as 802.1Qbb: MAC control, opcode 0x0101, class 3 enabled,
+// and every PAUSE has its XON.
+func TestPFCCaptureInTshark(t *testing.T) {
+	testenv.Tools(t, "apt-get install tshark", "tshark")
+	sc, err := Load("../testdata/scenarios/pfc-victim.json")
+	require.NoError(t, err)
+	sc.Workloads[0].Count, sc.Workloads[1].Count = 4, 4
+	sc.Expect = ExpectSpec{}
+	path := filepath.Join(t.TempDir(), "pfc.pcapng")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	res, err := RunWith(sc, 1, Options{Pcap: f})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.True(t, res.OK(), res.Failures())
+	var xoff, xon uint64
+	for _, c := range res.PFC {
+		xoff += c.XOffSent
+		xon += c.XOnSent
+	}
+	require.Positive(t, xoff)
+	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-E", "separator=,",
+		"-e", "frame.len", "-e", "eth.type", "-e", "macc.opcode", "-e", "macc.cbfc.enbv", "-Y", "macc").Output()
+	require.NoError(t, err)
+	lines := strings.Fields(string(out))
+	assert.Len(t, lines, int(xoff+xon), "every PAUSE and XON in the capture")
+	for _, l := range lines {
+		assert.Equal(t, "60,0x8808,0x0101,0x0008", l)
+	}
+}

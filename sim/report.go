@@ -52,6 +52,8 @@ type QueueReport struct {
 	MaxBytes  int    `json:"max_bytes"`
 	ECNMarked uint64 `json:"ecn_marked"`
 	Dropped   uint64 `json:"drop_queue"`
+	// PausedNs is how long PAUSEs stopped this port (PFC).
+	PausedNs int64 `json:"paused_ns,omitempty"`
 	// Bytes is the queue's depth at each sample.
 	Bytes []int `json:"bytes"`
 }
@@ -160,6 +162,8 @@ func (r *reporter) finish(end netsim.Time) *Report {
 		c := p.Counters()
 		q := &r.rep.Queues[i]
 		q.MaxBytes, q.ECNMarked, q.Dropped = c.MaxQueueBytes, c.ECNMarked, c.DropQueue
+		paused, _ := p.PausedTime()
+		q.PausedNs = int64(paused)
 	}
 	return &r.rep
 }
@@ -174,7 +178,7 @@ func reportInterval(sc *Scenario, opt Options) netsim.Time {
 	if opt.Report > 0 {
 		return opt.Report
 	}
-	if len(sc.Expect.Fair) > 0 || len(sc.Expect.Queues) > 0 {
+	if len(sc.Expect.Fair) > 0 || len(sc.Expect.Queues) > 0 || len(sc.Expect.Rates) > 0 {
 		return defaultReportInterval
 	}
 	return 0
@@ -254,6 +258,18 @@ func (run *runState) checkSharing() {
 		}
 	}
 	run.checkFCT()
+	for _, rb := range ex.Rates {
+		i := slices.IndexFunc(r.Flows, func(f FlowReport) bool { return f.Name == rb.Flow })
+		if i < 0 {
+			run.violate(invCongestion, "", "rate bound: no flow %s", rb.Flow)
+			continue
+		}
+		x := r.WindowMean(r.Flows[i].Sent, netsim.Time(rb.From), netsim.Time(rb.Until))
+		if (rb.Min > 0 && x < float64(rb.Min)) || (rb.Max > 0 && x > float64(rb.Max)) {
+			run.violate(invCongestion, rb.Flow, "sent %.2f Gb/s over %s..%s, outside [%.2f, %.2f] Gb/s", x/1e9,
+				netsim.Time(rb.From), netsim.Time(rb.Until), float64(rb.Min)/1e9, float64(rb.Max)/1e9)
+		}
+	}
 	for _, qs := range ex.Queues {
 		i := slices.IndexFunc(r.Queues, func(q QueueReport) bool { return q.Link == qs.Link })
 		if i < 0 {

@@ -48,10 +48,13 @@ type Latency struct {
 	Mean  int64 `json:"mean_ns"`
 }
 
-// LinkResult is one link direction's counters.
+// LinkResult is one link direction's counters, and on a PFC port how long
+// PAUSEs stopped it and how many it obeyed.
 type LinkResult struct {
 	Name string `json:"name"`
 	netsim.PipeCounters
+	PausedNs int64  `json:"paused_ns,omitempty"`
+	Pauses   uint64 `json:"pauses,omitempty"`
 }
 
 // Result is what a run did and whether its invariants held.
@@ -105,6 +108,8 @@ type Result struct {
 	Report *Report `json:"report,omitempty"`
 	// FCT holds the flow completion times of flows workloads (fct.go).
 	FCT *FCTResult `json:"fct,omitempty"`
+	// PFC holds the flow-control counters of the switches that have it.
+	PFC map[string]netsim.PFCCounters `json:"pfc,omitempty"`
 }
 
 // OK reports whether every invariant held.

@@ -409,10 +409,19 @@ func (run *runState) result(end netsim.Time) *Result {
 	delivered := make([]uint64, w.net.Nodes())
 	for _, p := range w.net.Pipes() {
 		c := p.Counters()
-		delivered[p.To()] += c.Delivered
-		res.Links = append(res.Links, LinkResult{Name: p.Name(), PipeCounters: c})
+		delivered[p.To()] += c.Delivered - c.PauseFrames // PAUSEs stop at the MAC
+		paused, pauses := p.PausedTime()
+		res.Links = append(res.Links, LinkResult{Name: p.Name(), PipeCounters: c, PausedNs: int64(paused), Pauses: pauses})
 	}
 	res.Network = w.net.Totals()
+	for i, sw := range w.sws {
+		if w.swPFC[i] != nil {
+			if res.PFC == nil {
+				res.PFC = map[string]netsim.PFCCounters{}
+			}
+			res.PFC[w.net.Name(sw.ID())] = sw.PFCCounters()
+		}
+	}
 	for _, hr := range run.hosts {
 		h := hr.h
 		c := hr.dev.d.Counters()
@@ -486,7 +495,18 @@ func sometimes(res *Result, dev func(string) uint64) map[string]bool {
 		"ecn_marked":        res.Network.ECNMarked > 0,
 		"cnp":               dev("np_cnp_sent") > 0,
 		"rate_cut":          dev("rp_cnp_handled") > 0,
+		"pfc_pause":         pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.XOffSent }) > 0,
+		"drop_headroom":     pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.DropHeadroom }) > 0,
 	}
+}
+
+// pfcTotal sums one PFC counter over the switches.
+func pfcTotal(res *Result, f func(netsim.PFCCounters) uint64) uint64 {
+	var t uint64
+	for _, c := range res.PFC {
+		t += f(c)
+	}
+	return t
 }
 
 // checkExpect checks the statuses and coverage the scenario expects.

@@ -65,9 +65,21 @@ type ExpectSpec struct {
 	Fair []FairSpec `json:"fair,omitempty"`
 	// Queues bounds link directions' output queues.
 	Queues []QueueSpec `json:"queues,omitempty"`
+	// Rates bounds single flows' sending rates over windows of time.
+	Rates []RateBound `json:"rates,omitempty"`
 	// FCT bounds the FCT slowdown of a flows workload's size groups
 	// ("0-50%", "50-80%", "80-95%", "95-100%", "all").
 	FCT []FCTBound `json:"fct,omitempty"`
+}
+
+// RateBound bounds one flow's mean sending rate (payload on the wire) over
+// [From, Until]: at least Min, at most Max (0: unbounded).
+type RateBound struct {
+	Flow  string    `json:"flow"`
+	From  Duration  `json:"from"`
+	Until Duration  `json:"until"`
+	Min   Bandwidth `json:"min,omitempty"`
+	Max   Bandwidth `json:"max,omitempty"`
 }
 
 // FCTBound bounds one size group's slowdown percentiles (0: unbounded).
@@ -114,6 +126,18 @@ type HostSpec struct {
 type SwitchSpec struct {
 	Name    string   `json:"name"`
 	Latency Duration `json:"latency,omitempty"` // forwarding latency
+	PFC     *PFCSpec `json:"pfc,omitempty"`     // priority flow control (lossless ports)
+}
+
+// PFCSpec turns on a switch's priority flow control (netsim.PFC): an
+// ingress port with XOff bytes queued pauses its upstream, XOn resumes it,
+// Headroom absorbs what is in flight meanwhile. Quanta is the pause time
+// (512-bit-time units; 0: 65535).
+type PFCSpec struct {
+	XOff     ByteSize `json:"xoff"`
+	XOn      ByteSize `json:"xon"`
+	Headroom ByteSize `json:"headroom"`
+	Quanta   int      `json:"quanta,omitempty"`
 }
 
 // PipeSpec is the shape of one link direction.
@@ -282,7 +306,7 @@ const (
 // coveragePoints are the names Expect.Sometimes accepts.
 var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit",
-	"ecn_marked", "cnp", "rate_cut"}
+	"ecn_marked", "cnp", "rate_cut", "pfc_pause", "drop_headroom"}
 
 // wcStatusNames lists the completion status names.
 func wcStatusNames() []string {

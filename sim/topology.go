@@ -16,6 +16,7 @@ type FatTreeSpec struct {
 	K                int      `json:"k"`
 	Oversubscription int      `json:"oversubscription,omitempty"`
 	Latency          Duration `json:"latency,omitempty"` // every switch's forwarding latency
+	PFC              *PFCSpec `json:"pfc,omitempty"`     // every switch's flow control
 	Host             PipeSpec `json:"host"`
 	Fabric           PipeSpec `json:"fabric"`
 	// HostDown, when set, shapes the edge->host direction (the ToR's
@@ -31,6 +32,7 @@ type LeafSpineSpec struct {
 	Spines       int       `json:"spines"`
 	HostsPerLeaf int       `json:"hosts_per_leaf"`
 	Latency      Duration  `json:"latency,omitempty"`
+	PFC          *PFCSpec  `json:"pfc,omitempty"`
 	Host         PipeSpec  `json:"host"`
 	Fabric       PipeSpec  `json:"fabric"`
 	HostDown     *PipeSpec `json:"host_down,omitempty"`
@@ -58,8 +60,14 @@ func (sc *Scenario) withTopology() (*Scenario, error) {
 	out.Switches = slices.Clone(sc.Switches)
 	out.Links = slices.Clone(sc.Links)
 	host := func(i int) string { return fmt.Sprintf("h%d", i) }
+	var pfc *PFCSpec
+	if sc.FatTree != nil {
+		pfc = sc.FatTree.PFC
+	} else {
+		pfc = sc.LeafSpine.PFC
+	}
 	addSw := func(name string, lat Duration) {
-		out.Switches = append(out.Switches, SwitchSpec{Name: name, Latency: lat})
+		out.Switches = append(out.Switches, SwitchSpec{Name: name, Latency: lat, PFC: pfc})
 	}
 	hostLink := func(h, sw string, up PipeSpec, down *PipeSpec) {
 		l := LinkSpec{A: h, B: sw, PipeSpec: up}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/pcapio"
 	"github.com/spf13/cobra"
@@ -48,7 +49,15 @@ a "# FILE: counts" line. The last line is always the total:
 
   # total: frames=N roce=N good=N bad=N skipped=N
 
-roce = good + bad; skipped counts the frames that are not RoCE.
+roce = good + bad; skipped counts the frames that are not RoCE. A PFC
+PAUSE frame (802.1Qbb, EtherType 0x8808), which a lossless RoCE network
+sends beside RoCE, is printed but counted as skipped:
+
+  FRAME TIME SRC-MAC PAUSE [prioN=QUANTA ...]
+
+with each enabled priority's pause time in 512-bit-time quanta (0: XON);
+in JSON a "pause" object with src, class_enable and quanta (eight
+numbers).
 
 With --json, every line is one JSON object whose "type" is "packet", "file"
 (after each file's packets) or "summary" (the last line, on stdout).
@@ -185,6 +194,9 @@ func (d *decoder) record(rec *pcapio.Record, frame int, rel time.Duration, c *de
 		// RoCE packet, not someone else's frame.
 		ip, ipErr := rec.IP()
 		if ipErr != nil {
+			if en, times, ok := packet.ParsePause(rec.Data); ok && rec.LinkType == layers.LinkTypeEthernet {
+				d.pause(frame, rel, rec.Time, rec.Data, en, &times)
+			}
 			c.skipped++
 			return
 		}

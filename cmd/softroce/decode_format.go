@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/netip"
 	"strconv"
 	"time"
@@ -125,6 +126,52 @@ func (d *decoder) begin(frame int, rel time.Duration, ts time.Time) {
 		b = appendSeconds(b, rel)
 	}
 	d.b = b
+}
+
+// pause writes a PFC PAUSE frame's line.
+func (d *decoder) pause(frame int, rel time.Duration, ts time.Time, f []byte, enable uint16, times *[8]uint16) {
+	mac := net.HardwareAddr(f[6:12]).String()
+	b := d.b[:0]
+	if d.json {
+		b = append(b, `{"type":"pause","file":`...)
+		b = append(b, d.file...)
+		b = append(b, `,"frame":`...)
+		b = strconv.AppendInt(b, int64(frame), 10)
+		b = append(b, `,"time":`...)
+		b = appendSeconds(b, rel)
+		b = append(b, `,"ts":"`...)
+		b = ts.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","src":"`...)
+		b = append(b, mac...)
+		b = append(b, `","class_enable":`...)
+		b = strconv.AppendUint(b, uint64(enable), 10)
+		b = append(b, `,"quanta":[`...)
+		for i, q := range times {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, uint64(q), 10)
+		}
+		b = append(b, "]}\n"...)
+	} else {
+		b = strconv.AppendInt(b, int64(frame), 10)
+		b = append(b, ' ')
+		b = appendSeconds(b, rel)
+		b = append(b, ' ')
+		b = append(b, mac...)
+		b = append(b, " PAUSE"...)
+		for i, q := range times {
+			if enable&(1<<i) != 0 {
+				b = append(b, " prio"...)
+				b = strconv.AppendInt(b, int64(i), 10)
+				b = append(b, '=')
+				b = strconv.AppendUint(b, uint64(q), 10)
+			}
+		}
+		b = append(b, '\n')
+	}
+	d.b = b
+	d.out.Write(b)
 }
 
 // appendSeconds appends d as seconds with nine decimals.

@@ -65,7 +65,9 @@ type Network struct {
 	ports [][]port
 	pipes []*Pipe
 	pend  pendingFrames
-	ev    TraceEvent // the event being traced: Trace's argument, not allocated per call
+	// serialID is the handler of PFC ports' serializer events (pfc.go).
+	serialID HandlerID
+	ev       TraceEvent // the event being traced: Trace's argument, not allocated per call
 	// Frame buffers: every one by index, and the free ones by capacity
 	// class (see getBuf).
 	bufs     [][]byte
@@ -118,6 +120,7 @@ func (n *Network) Connect(a, b NodeID, ab, ba PipeConfig) (*Pipe, *Pipe) {
 	pb := len(n.ports[b])
 	fwd := n.newPipe(a, b, pb, ab)
 	rev := n.newPipe(b, a, pa, ba)
+	fwd.reverse, rev.reverse = rev, fwd
 	n.ports[a] = append(n.ports[a], port{out: fwd})
 	n.ports[b] = append(n.ports[b], port{out: rev})
 	return fwd, rev
@@ -187,6 +190,7 @@ type pending struct {
 	buf   int32  // index in Network.bufs
 	n     int32  // frame length
 	sum   uint32 // CRC-32 (IEEE) of the frame, if flags&pendSum
+	in    int32  // the port a forwarded frame came in by
 	flags uint8
 }
 
@@ -232,7 +236,7 @@ func (pf *pendingFrames) Fire(i uint64) {
 	p := n.pipes[pd.pipe]
 	buf := n.bufs[pd.buf][:pd.n]
 	if pd.flags&pendForward != 0 {
-		if !p.send(buf, pd.buf, pd.sum, pd.flags&pendSum != 0) {
+		if !p.send(buf, pd.buf, pd.sum, pd.flags&pendSum != 0, pd.in) {
 			n.putBuf(pd.buf)
 		}
 		return
@@ -402,3 +406,6 @@ func (n *Network) bfs(dst NodeID, g *routeGraph, dist, via []int, queue []NodeID
 	}
 	return queue
 }
+
+// Name returns a node's name.
+func (n *Network) Name(id NodeID) string { return n.names[id] }

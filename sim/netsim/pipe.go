@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/packet"
 )
 
 // EthernetOverhead is the bytes a frame occupies on the wire beyond its own
@@ -63,10 +64,11 @@ type PipeCounters struct {
 	DropLoss       uint64 `json:"drop_loss"`
 	DropBurst      uint64 `json:"drop_burst"`
 	DropPartition  uint64 `json:"drop_partition"`
-	Corrupted      uint64 `json:"corrupted"`  // copies delivered with flipped bits
-	Duplicated     uint64 `json:"duplicated"` // frames delivered twice
-	Reordered      uint64 `json:"reordered"`  // copies given the fault model's reorder delay
-	ECNMarked      uint64 `json:"ecn_marked"` // frames marked CE by the queue's RED
+	Corrupted      uint64 `json:"corrupted"`              // copies delivered with flipped bits
+	Duplicated     uint64 `json:"duplicated"`             // frames delivered twice
+	Reordered      uint64 `json:"reordered"`              // copies given the fault model's reorder delay
+	ECNMarked      uint64 `json:"ecn_marked"`             // frames marked CE by the queue's RED
+	PauseFrames    uint64 `json:"pause_frames,omitempty"` // PFC PAUSEs delivered, which the far end's MAC consumes
 	MaxQueueBytes  int    `json:"max_queue_bytes"`
 }
 
@@ -88,6 +90,7 @@ func (c *PipeCounters) add(o *PipeCounters) {
 	c.Duplicated += o.Duplicated
 	c.Reordered += o.Reordered
 	c.ECNMarked += o.ECNMarked
+	c.PauseFrames += o.PauseFrames
 	c.MaxQueueBytes = max(c.MaxQueueBytes, o.MaxQueueBytes)
 }
 
@@ -113,6 +116,12 @@ type Pipe struct {
 
 	red    RED         // ECN marking; Kmax == 0: none
 	redRNG *fault.Rand // RED's draws
+
+	// lossless, when set, makes the pipe a PFC port (pfc.go): frames wait
+	// in its queue until the serializer takes them, and a PAUSE from the
+	// far end stops it.
+	lossless *lossless
+	reverse  *Pipe // the link's other direction, which PAUSEs arrive on
 
 	busyUntil  Time
 	q          []queued // FIFO; q[qhead:] are in the queue
@@ -163,8 +172,20 @@ func (p *Pipe) QueueBytes() int {
 	return p.queueBytes
 }
 
-// BusyUntil returns when the serializer finishes the frames queued so far.
-func (p *Pipe) BusyUntil() Time { return max(p.busyUntil, p.net.loop.now) }
+// BusyUntil returns when the serializer finishes the frames queued so far
+// (on a paused PFC port, counting from the pause's end).
+func (p *Pipe) BusyUntil() Time {
+	now := p.net.loop.now
+	l := p.lossless
+	if l == nil {
+		return max(p.busyUntil, now)
+	}
+	t := max(p.busyUntil, now, l.pausedUntil)
+	for _, w := range l.wait[l.head:] {
+		t += p.serialization(int(w.n))
+	}
+	return t
+}
 
 func (p *Pipe) expire(now Time) {
 	for p.qhead < len(p.q) && p.q[p.qhead].end <= now {
@@ -190,7 +211,7 @@ func (p *Pipe) serialization(n int) Time {
 
 // Send offers a frame to the pipe at the current time. The pipe copies it;
 // the caller keeps its buffer.
-func (p *Pipe) Send(frame []byte) { p.send(frame, -1, 0, false) }
+func (p *Pipe) Send(frame []byte) { p.send(frame, -1, 0, false, -1) }
 
 // sumFlag is pendSum if ok.
 func sumFlag(ok bool) uint8 {
@@ -202,12 +223,17 @@ func sumFlag(ok bool) uint8 {
 
 // send is Send of a frame whose CRC-32 is sum, if sumOK. If owned is a
 // buffer index (not -1), frame is that pool buffer, and the pipe may keep
-// it instead of copying frame: send reports whether it did.
-func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
+// it instead of copying frame: send reports whether it did. in is the port
+// the frame came in by at the switch that sends it (-1: a host's frame),
+// for the switch's PFC accounting.
+func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
 	now := p.net.loop.now
 	c := &p.counters
 	c.Sent++
 	c.SentBytes += uint64(len(frame))
+	if p.lossless != nil {
+		return p.enqueueLossless(frame, owned, sum, sumOK, in)
+	}
 	p.expire(now)
 	n := len(frame)
 	if (p.cfg.QueueBytes > 0 && p.queueBytes+n > p.cfg.QueueBytes) ||
@@ -223,6 +249,16 @@ func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool) bool {
 	p.q = append(p.q, queued{end: end, bytes: n})
 	p.queueBytes += n
 	c.MaxQueueBytes = max(c.MaxQueueBytes, p.queueBytes)
+	return p.launch(frame, owned, sum, sumOK, mark, end)
+}
+
+// launch puts a frame whose serialization ends at end on the wire: the
+// partition, the fault model's decisions, RED's mark (decided when it
+// joined the queue), and its delivery a propagation delay later. It
+// reports whether it kept owned (see send).
+func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bool, end Time) bool {
+	c := &p.counters
+	n := len(frame)
 	if p.partitioned {
 		c.DropPartition++
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition, sum: sum, sumOK: sumOK})
@@ -313,6 +349,18 @@ func (p *Pipe) deliver(buf []byte, pd pending) {
 	}
 	net := p.net
 	net.rxSum, net.rxSumOK = net.trace(ev)
+	if p.reverse != nil && p.reverse.lossless != nil {
+		// A PAUSE is the MAC's: it stops the port it arrives at, and no
+		// node sees it.
+		if enable, times, ok := packet.ParsePause(buf); ok {
+			c.PauseFrames++
+			if enable&(1<<PFCPriority) != 0 {
+				p.reverse.pause(times[PFCPriority])
+			}
+			net.rxSumOK = false
+			return
+		}
+	}
 	net.nodes[p.to].Receive(p.toPort, buf)
 	net.rxSumOK = false
 }

@@ -33,6 +33,7 @@ type Switch struct {
 	groupIdx map[string]int
 	latency  Time
 	counters SwitchCounters
+	pfc      *switchPFC // flow control (pfc.go); nil: none
 }
 
 // group returns the forwarding entry of the ECMP group of ports (-1-g),
@@ -135,7 +136,7 @@ func (s *Switch) Receive(in int, frame []byte) {
 		s.counters.Flooded++
 		for i, p := range s.outs {
 			if i != in {
-				s.send(p, frame)
+				s.send(p, frame, int32(in))
 			}
 		}
 		return
@@ -158,17 +159,17 @@ func (s *Switch) Receive(in int, frame []byte) {
 		return
 	}
 	s.counters.Forwarded++
-	s.send(s.outs[out], frame)
+	s.send(s.outs[out], frame, int32(in))
 }
 
 // send forwards frame on p, passing on its CRC-32 if the trace of its
 // delivery here computed it. A frame forwarded after the switch's latency
 // keeps the buffer it arrived in, if the network lets the switch take it
 // (once: a flooded frame is copied for the other ports).
-func (s *Switch) send(p *Pipe, frame []byte) {
+func (s *Switch) send(p *Pipe, frame []byte, in int32) {
 	sum, ok := s.net.rxSum, s.net.rxSumOK
 	if s.latency == 0 {
-		p.send(frame, -1, sum, ok)
+		p.send(frame, -1, sum, ok, in)
 		return
 	}
 	i, took := s.net.takeRx()
@@ -178,7 +179,7 @@ func (s *Switch) send(p *Pipe, frame []byte) {
 		copy(buf, frame)
 	}
 	s.net.pend.at(s.net.loop.now+s.latency, pending{
-		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: sum, flags: pendForward | sumFlag(ok),
+		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: sum, in: in, flags: pendForward | sumFlag(ok),
 	})
 }
 

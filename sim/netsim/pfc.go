@@ -1,0 +1,336 @@
+package netsim
+
+import (
+	"fmt"
+
+	"github.com/softroce/softroce/packet"
+)
+
+// Priority flow control (IEEE 802.1Qbb), the lossless Ethernet RoCE runs
+// on. A switch with PFC counts, per ingress port, the bytes of the frames
+// that came in by it and still wait in its output queues; past XOff it
+// sends a PAUSE out of that port, and the upstream port (a host's NIC or
+// another switch) stops sending until the pause time runs out or an XON
+// (a PAUSE of time 0) comes once the count falls to XOn. Frames that keep
+// arriving while the pause takes effect land in the headroom; a frame that
+// would overflow XOff + Headroom is dropped (drop_headroom), the one loss
+// a lossless network can still have. One class is lossless here, priority
+// 3, where RoCE runs; everything on a PFC link shares it (CNPs and ACKs
+// included), where real deployments give CNPs their own priority.
+
+// PFCPriority is the priority the simulated lossless class uses.
+const PFCPriority = 3
+
+// PFC is a switch's flow-control configuration; sizes in bytes.
+type PFC struct {
+	XOff, XOn, Headroom int
+	// Quanta is the pause time an XOFF asks for, in units of 512 bit
+	// times at the link's rate (0: 65535, the most). The switch refreshes
+	// the pause before it runs out while the count stays above XOn.
+	Quanta uint16
+}
+
+// Check reports a configuration that cannot work.
+func (c PFC) Check() error {
+	if c.XOff <= 0 || c.XOn < 0 || c.XOn > c.XOff || c.Headroom < 0 {
+		return fmt.Errorf("pfc xoff %d xon %d headroom %d: want 0 <= xon <= xoff, xoff > 0, headroom >= 0", c.XOff, c.XOn, c.Headroom)
+	}
+	return nil
+}
+
+// PFCCounters count a switch's flow control.
+type PFCCounters struct {
+	XOffSent     uint64 `json:"xoff_sent"`     // PAUSE frames with a time, refreshes included
+	XOnSent      uint64 `json:"xon_sent"`      // PAUSE frames with time 0
+	DropHeadroom uint64 `json:"drop_headroom"` // frames dropped because the headroom overflowed
+}
+
+// switchPFC is a switch's flow-control state.
+type switchPFC struct {
+	cfg      PFC
+	ingress  []int    // by port: bytes queued in the switch that came in by it
+	pausing  []bool   // by port: an XOFF is in force upstream
+	episode  []uint64 // by port: counts XOFF episodes, so a refresh outlives none
+	counters PFCCounters
+}
+
+// lossless is a PFC port's state: its own FIFO and serializer, which a
+// PAUSE stops.
+type lossless struct {
+	wait        []waiting
+	head        int
+	ctrl        [][]byte // PAUSE frames to send ahead of the queue
+	serving     bool
+	cur         waiting // the frame being serialized
+	pausedUntil Time
+	wakeAt      Time // a wake-up event is scheduled for then (0: none)
+	paused      Time // total time paused, for reports
+	pauses      uint64
+	onResume    func()
+}
+
+// waiting is a frame in a PFC port's queue.
+type waiting struct {
+	buf   int32
+	n     int32
+	sum   uint32
+	sumOK bool
+	mark  bool  // RED marked it as it joined
+	in    int32 // the port it came in by at the sending switch, -1: none
+}
+
+// SetPFC turns PFC on at the switch: every port of it, and every port that
+// sends to it, becomes a PFC port. Call it after the switch is connected.
+func (s *Switch) SetPFC(c PFC) error {
+	if err := c.Check(); err != nil {
+		return fmt.Errorf("switch %s: %w", s.net.names[s.id], err)
+	}
+	if c.Quanta == 0 {
+		c.Quanta = 0xFFFF
+	}
+	ports := s.net.ports[s.id]
+	s.pfc = &switchPFC{cfg: c, ingress: make([]int, len(ports)), pausing: make([]bool, len(ports)),
+		episode: make([]uint64, len(ports))}
+	for _, pt := range ports {
+		pt.out.makeLossless()
+		pt.out.reverse.makeLossless()
+	}
+	return nil
+}
+
+// PFCCounters returns the switch's flow-control counters (zero without PFC).
+func (s *Switch) PFCCounters() PFCCounters {
+	if s.pfc == nil {
+		return PFCCounters{}
+	}
+	return s.pfc.counters
+}
+
+func (p *Pipe) makeLossless() {
+	if p.lossless == nil {
+		p.lossless = &lossless{}
+		p.net.ensureSerialHandler()
+	}
+}
+
+// SetOnResume sets a function the pipe calls when an XON ends a pause
+// early: a host then goes back to feeding it.
+func (p *Pipe) SetOnResume(f func()) {
+	if p.lossless != nil {
+		p.lossless.onResume = f
+	}
+}
+
+// PausedTime returns how long PAUSEs have stopped the pipe, and how many
+// it obeyed (XONs not counted).
+func (p *Pipe) PausedTime() (Time, uint64) {
+	if p.lossless == nil {
+		return 0, 0
+	}
+	l := p.lossless
+	t := l.paused
+	if now := p.net.loop.now; l.pausedUntil > now {
+		t -= l.pausedUntil - now // not over yet
+	}
+	return t, l.pauses
+}
+
+// admit is the PFC switch's side of a frame joining one of its queues:
+// the headroom check and the ingress count, and an XOFF when it passes
+// XOff. It reports whether the frame may join.
+func (s *Switch) admit(in int32, n int) bool {
+	f := s.pfc
+	if f == nil || in < 0 {
+		return true
+	}
+	if f.ingress[in]+n > f.cfg.XOff+f.cfg.Headroom {
+		f.counters.DropHeadroom++
+		return false
+	}
+	f.ingress[in] += n
+	if f.ingress[in] >= f.cfg.XOff && !f.pausing[in] {
+		f.pausing[in] = true
+		f.episode[in]++
+		s.sendPause(int(in), f.cfg.Quanta)
+	}
+	return true
+}
+
+// release is a frame that came in by port in leaving the switch.
+func (s *Switch) release(in int32, n int) {
+	f := s.pfc
+	if f == nil || in < 0 {
+		return
+	}
+	f.ingress[in] -= n
+	if f.pausing[in] && f.ingress[in] <= f.cfg.XOn {
+		f.pausing[in] = false
+		s.sendPause(int(in), 0)
+	}
+}
+
+// sendPause sends a PAUSE (quanta > 0) or XON out of port, and, for a
+// PAUSE, schedules its refresh at half its time while the port stays
+// congested.
+func (s *Switch) sendPause(port int, quanta uint16) {
+	p := s.outs[port]
+	f := s.pfc
+	if quanta == 0 {
+		f.counters.XOnSent++
+	} else {
+		f.counters.XOffSent++
+		half := p.quantaTime(quanta) / 2
+		ep := f.episode[port]
+		s.net.loop.At(s.net.loop.now+max(half, 1), func() {
+			if f.pausing[port] && f.episode[port] == ep {
+				s.sendPause(port, quanta)
+			}
+		})
+	}
+	p.sendControl(packet.AppendPause(nil, [6]byte{0x02, 0xFE, byte(s.id >> 8), byte(s.id), 0, byte(port)}, PFCPriority, quanta))
+}
+
+// quantaTime is how long q pause quanta (512 bit times each) last on p.
+func (p *Pipe) quantaTime(q uint16) Time {
+	if p.cfg.Bandwidth <= 0 {
+		return 0
+	}
+	return Time((int64(q)*512*int64(Second) + p.cfg.Bandwidth - 1) / p.cfg.Bandwidth)
+}
+
+// sendControl queues a MAC control frame to go out next, ahead of the
+// queue and regardless of a pause (a paused port still sends PAUSEs).
+func (p *Pipe) sendControl(frame []byte) {
+	p.counters.Sent++
+	p.counters.SentBytes += uint64(len(frame))
+	l := p.lossless
+	l.ctrl = append(l.ctrl, frame)
+	p.serve()
+}
+
+// enqueueLossless puts a frame in a PFC port's queue (after the sending
+// switch's admission) and starts the serializer if it is idle.
+func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
+	n := len(frame)
+	if sw, ok := p.net.nodes[p.from].(*Switch); ok && !sw.admit(in, n) {
+		p.counters.DropQueue++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
+		return false
+	}
+	i := owned
+	if i < 0 {
+		var buf []byte
+		i, buf = p.net.getBuf(n)
+		copy(buf, frame)
+	}
+	l := p.lossless
+	l.wait = append(l.wait, waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), in: in})
+	p.queueBytes += n
+	p.counters.MaxQueueBytes = max(p.counters.MaxQueueBytes, p.queueBytes)
+	p.serve()
+	return owned >= 0
+}
+
+// serve starts serializing the next frame if the port is idle: a control
+// frame first, else, unless paused, the head of the queue.
+func (p *Pipe) serve() {
+	l := p.lossless
+	if l.serving {
+		return
+	}
+	now := p.net.loop.now
+	if len(l.ctrl) > 0 {
+		f := l.ctrl[0]
+		l.ctrl = l.ctrl[1:]
+		end := now + p.serialization(len(f))
+		l.serving, l.cur = true, waiting{buf: -1, in: -1}
+		p.busyUntil = end
+		p.launch(f, -1, 0, false, false, end)
+		p.net.loop.Call(end, p.net.serialID, uint64(p.index))
+		return
+	}
+	if l.head == len(l.wait) {
+		l.wait, l.head = l.wait[:0], 0
+		return
+	}
+	if now < l.pausedUntil {
+		if l.wakeAt != l.pausedUntil {
+			l.wakeAt = l.pausedUntil
+			p.net.loop.Call(l.pausedUntil, p.net.serialID, uint64(p.index))
+		}
+		return
+	}
+	w := l.wait[l.head]
+	l.head++
+	if l.head > 64 && l.head*2 > len(l.wait) {
+		k := copy(l.wait, l.wait[l.head:])
+		l.wait, l.head = l.wait[:k], 0
+	}
+	end := now + p.serialization(int(w.n))
+	l.serving, l.cur = true, w
+	p.busyUntil = end
+	buf := p.net.bufs[w.buf][:w.n]
+	if !p.launch(buf, w.buf, w.sum, w.sumOK, w.mark, end) {
+		p.net.putBuf(w.buf)
+	}
+	p.net.loop.Call(end, p.net.serialID, uint64(p.index))
+}
+
+// serialDone ends the current frame's serialization (or a pause's wait):
+// the frame leaves the queue, its switch releases it, the next starts.
+func (p *Pipe) serialDone() {
+	l := p.lossless
+	now := p.net.loop.now
+	if l.serving && p.busyUntil <= now {
+		l.serving = false
+		if l.cur.buf >= 0 {
+			p.queueBytes -= int(l.cur.n)
+			if sw, ok := p.net.nodes[p.from].(*Switch); ok {
+				sw.release(l.cur.in, int(l.cur.n))
+			}
+		}
+	}
+	if l.wakeAt != 0 && l.wakeAt <= now {
+		l.wakeAt = 0
+	}
+	p.serve()
+}
+
+// pause applies a PAUSE that arrived on the reverse pipe: stop for quanta
+// (0: resume now).
+func (p *Pipe) pause(quanta uint16) {
+	l := p.lossless
+	if l == nil {
+		return
+	}
+	now := p.net.loop.now
+	if quanta == 0 {
+		if l.pausedUntil > now {
+			l.paused -= l.pausedUntil - now
+			l.pausedUntil = now
+			p.serve()
+			if l.onResume != nil {
+				l.onResume()
+			}
+		}
+		return
+	}
+	until := now + p.quantaTime(quanta)
+	if until > l.pausedUntil {
+		l.paused += until - max(l.pausedUntil, now)
+		l.pausedUntil = until
+	}
+	l.pauses++
+}
+
+// ensureSerialHandler registers the handler of PFC ports' serializer
+// events, once.
+func (n *Network) ensureSerialHandler() {
+	if n.serialID == 0 {
+		n.serialID = n.loop.Handle(serialHandler{n})
+	}
+}
+
+type serialHandler struct{ n *Network }
+
+func (h serialHandler) Fire(arg uint64) { h.n.pipes[arg].serialDone() }
