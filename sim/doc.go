@@ -48,7 +48,8 @@
 //	  "mtu": 1500,                      // hosts' IP MTU (default 1500: path MTU 1024)
 //	  "hosts": [{"name": "a", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "mtu": 9000}],
 //	  "host_count": 9,                  // adds h0..h8 (IP 10.0.0.1.., MAC 02:00:00:00:00:01..)
-//	  "switches": [{"name": "s1", "latency": "500ns"}],
+//	  "switches": [{"name": "s1", "latency": "500ns",
+//	                "pfc": {"xoff": "100KB", "xon": "50KB", "headroom": "50KB", "quanta": 65535}}],
 //	  "links": [{"a": "h0", "b": "s1", "bandwidth": "10Gbps", "delay": "1us",
 //	             "queue": "64KiB", "queue_frames": 0,
 //	             "ecn": {"kmin": "100KB", "kmax": "400KB", "pmax": 0.2},  // RED marking
@@ -89,6 +90,7 @@
 //	             "fair": [{"from": "7ms", "until": "14ms", "jain": 0.93, "min_total": "80Gbps",
 //	                       "flows": ["w/h1->h0/0", "w/h2->h0/0"]}],
 //	             "queues": [{"link": "sw0->h0", "max": "1MB", "settle": "5ms", "below": "400KB"}],
+//	             "rates": [{"flow": "victim/b->v/0", "from": "0.5ms", "until": "2.5ms", "max": "40Gbps"}],
 //	             "fct": [{"group": "0-50%", "p50_max": 2.5, "p95_max": 4, "p99_max": 5}]}
 //	}
 //
@@ -138,7 +140,8 @@
 //   - congestion: over each "fair" window, Jain's index of the flows'
 //     sending rates (payload their requesters put on the wire) is at least
 //     "jain" and their sum at least "min_total"; each "queues" bound holds;
-//     each "fct" group's slowdown percentiles are within their bounds.
+//     each "rates" flow's mean sending rate and each "fct" group's
+//     slowdown percentiles are within their bounds.
 //
 // # Congestion control and reports
 //
@@ -165,4 +168,10 @@
 // time, its ideal on an idle network (path latency plus serialization at
 // the host's rate) and the slowdown, with p50/p95/p99 by size group as the
 // DCQCN and HPCC studies plot them.
+//
+// A switch with "pfc" is lossless (netsim's pfc.go): past XOff bytes
+// queued from an ingress port it pauses that port's upstream with 802.1Qbb
+// PAUSE frames, which the capture shows; pauses spread hop by hop; only a
+// headroom overflow drops. Result.PFC counts PAUSEs and XONs per switch,
+// and each link direction reports how long it was paused.
 package sim
