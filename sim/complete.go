@@ -66,6 +66,9 @@ func (f *flow) sendDone(now netsim.Time, wc *qp.WC) {
 		}
 	} else {
 		slot := i % f.wl.Window
+		if f.bulk {
+			slot = 0
+		}
 		buf := f.local.Bytes()[slot*f.slot:]
 		switch op.kind {
 		case opRead:

@@ -27,6 +27,33 @@ type hostRT struct {
 	// the host listens, by connection where it requested.
 	cmListen map[uint64]*flow
 	cmConns  map[cm.ConnID]*flow
+	// bulk* are the regions flows workloads share: the source on the
+	// sending host, the sink and an unused receive buffer on the other.
+	bulkSrc, bulkSink, bulkRecv *rxe.MR
+}
+
+// bulkRegions returns the shared regions of bulk flows from hr to b, of
+// size bytes, registering them on first use (the largest size asked
+// first wins; flows of one workload all ask the same).
+func (hr *hostRT) bulkRegions(b *hostRT, size int) (src, recv, sink *rxe.MR, err error) {
+	if hr.bulkSrc == nil {
+		if hr.bulkSrc, err = hr.reg(size, qp.AccessLocalWrite); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if b.bulkSink == nil {
+		access := qp.AccessLocalWrite | qp.AccessRemoteWrite
+		if b.bulkSink, err = b.reg(size, access); err != nil {
+			return nil, nil, nil, err
+		}
+		if b.bulkRecv, err = b.reg(size, qp.AccessLocalWrite); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(hr.bulkSrc.Bytes()) < size || len(b.bulkSink.Bytes()) < size {
+		return nil, nil, nil, fmt.Errorf("bulk regions of %d bytes, flows of another chunk size asked for %d", len(b.bulkSink.Bytes()), size)
+	}
+	return hr.bulkSrc, b.bulkRecv, b.bulkSink, nil
 }
 
 // flowEnd says which side of which flow a QP is.
@@ -95,7 +122,10 @@ type flow struct {
 	// workload's start).
 	total, queued int64
 	startAt       netsim.Time
-	sge           [1]qp.SGE
+	// bulk: the flow's regions are its hosts' shared ones and its bytes
+	// are not checked (flows workloads).
+	bulk bool
+	sge  [1]qp.SGE
 
 	// connected: the QPs are in RTS; started: the start time has come.
 	// Operations begin when both hold (cm.go).
@@ -169,13 +199,25 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 		f.rslot += grhLen
 	}
 	var err error
-	if f.local, err = a.reg(f.slot*w.Window, qp.AccessLocalWrite); err != nil {
-		return nil, fmt.Errorf("flow %s: %w", f.name, err)
+	if fa != nil {
+		// A flows workload moves bulk bytes: its flows share each host's
+		// source and sink regions, and the bytes are not checked (a run
+		// of thousands of flows and gigabytes would not fit in memory
+		// otherwise); the transport's invariants still hold them.
+		f.bulk = true
+		f.rdepth = 1
+		if f.local, f.recv, f.remote, err = a.bulkRegions(b, f.slot); err != nil {
+			return nil, fmt.Errorf("flow %s: %w", f.name, err)
+		}
+	} else {
+		if f.local, err = a.reg(f.slot*w.Window, qp.AccessLocalWrite); err != nil {
+			return nil, fmt.Errorf("flow %s: %w", f.name, err)
+		}
+		if f.recv, err = b.reg(f.rslot*f.rdepth, qp.AccessLocalWrite); err != nil {
+			return nil, fmt.Errorf("flow %s: %w", f.name, err)
+		}
 	}
-	if f.recv, err = b.reg(f.rslot*f.rdepth, qp.AccessLocalWrite); err != nil {
-		return nil, fmt.Errorf("flow %s: %w", f.name, err)
-	}
-	if f.typ != qp.UD {
+	if f.typ != qp.UD && !f.bulk {
 		size := max(4*f.slot, 4096)
 		access := qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
 		if f.remote, err = b.reg(size, access); err != nil {

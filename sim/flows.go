@@ -32,6 +32,12 @@ type FlowsSpec struct {
 	For Duration `json:"for"`
 	// Chunk bounds one WRITE (default 64 KiB).
 	Chunk ByteSize `json:"chunk,omitempty"`
+	// File, instead of a CDF and a load, names an HPCC flow file
+	// (hpcc.go): the flows it lists run as they are, their start times
+	// less Offset (default: the first start, down to the whole second).
+	File   string   `json:"file,omitempty"`
+	Offset Duration `json:"offset,omitempty"`
+	data   []byte
 }
 
 // Built-in flow-size CDFs: size (bytes) and cumulative percent, as the
@@ -115,8 +121,23 @@ type flowArrival struct {
 // arrivals draws a flows workload's flows: per source host, exponential
 // gaps of mean mean_size·8/(bandwidth·load) from the workload's start
 // until For has passed.
-func (w *wlSpec) arrivals(seed uint64, from, to []int, bandwidth func(host int) int64) ([]flowArrival, error) {
+func (w *wlSpec) arrivals(seed uint64, from, to []int, bandwidth func(host int) int64, hosts map[string]int) ([]flowArrival, error) {
 	fs := w.Flows
+	if fs.File != "" {
+		if fs.data == nil {
+			return nil, fmt.Errorf("workload %s: flow file %s not read (scenarios that name files are loaded with Load)", w.Name, fs.File)
+		}
+		off := netsim.Time(fs.Offset)
+		if off == 0 {
+			off = firstStartSecond(fs.data)
+		}
+		fl, err := hpccFlows(fs.File, fs.data, off, hosts)
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		sort.SliceStable(fl, func(i, j int) bool { return fl[i].at < fl[j].at })
+		return fl, nil
+	}
 	c, err := fs.cdf()
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", w.Name, err)

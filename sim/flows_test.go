@@ -64,7 +64,7 @@ func TestArrivalsFillTheLoad(t *testing.T) {
 	require.NoError(t, err)
 	hosts := []int{0, 1, 2, 3}
 	bw := func(int) int64 { return 10_000_000_000 }
-	fl, err := w.arrivals(7, hosts, hosts, bw)
+	fl, err := w.arrivals(7, hosts, hosts, bw, nil)
 	require.NoError(t, err)
 	bytes := map[int]int64{}
 	for i, f := range fl {
@@ -78,7 +78,7 @@ func TestArrivalsFillTheLoad(t *testing.T) {
 		load := float64(bytes[h]) * 8 / (10e9 * 0.5)
 		assert.InDelta(t, 0.4, load, 0.15, "host %d", h)
 	}
-	again, err := w.arrivals(7, hosts, hosts, bw)
+	again, err := w.arrivals(7, hosts, hosts, bw, nil)
 	require.NoError(t, err)
 	assert.Equal(t, fl, again)
 

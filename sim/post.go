@@ -42,6 +42,9 @@ func (f *flow) post(now netsim.Time) error {
 	}
 	op.size = min(op.size, f.slot)
 	slot := i % w.Window
+	if f.bulk {
+		slot = 0
+	}
 	buf := f.local.Bytes()[slot*f.slot : (slot+1)*f.slot]
 	wr := qp.SendWR{ID: uint64(i), Opcode: opWR[op.kind], Flags: qp.SendSignaled, Imm: uint32(i)}
 	if op.kind == opCAS || op.kind == opFADD {
@@ -55,6 +58,9 @@ func (f *flow) post(now netsim.Time) error {
 	case opSend, opSendImm:
 		fillPattern(buf[:op.size], uint32(f.id), uint32(i))
 	case opWrite, opWriteImm:
+		if f.bulk {
+			break // bulk bytes, unchecked, into the shared sink at 0
+		}
 		fillPattern(buf[:op.size], uint32(f.id), uint32(i))
 		op.off = uint64(f.rng.IntN(len(f.model) - op.size + 1))
 		copy(f.model[op.off:], buf[:op.size])

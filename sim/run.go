@@ -262,7 +262,11 @@ func (run *runState) setup() error {
 			return fmt.Errorf("workload %s: to: %w", wl.Name, err)
 		}
 		if wl.Flows != nil {
-			fl, err := wl.arrivals(w.seed, from, to, func(h int) int64 { return w.hosts[h].out.Config().Bandwidth })
+			byName := make(map[string]int, len(w.infos))
+			for _, hi := range w.infos {
+				byName[hi.Name] = hi.Index
+			}
+			fl, err := wl.arrivals(w.seed, from, to, func(h int) int64 { return w.hosts[h].out.Config().Bandwidth }, byName)
 			if err != nil {
 				return err
 			}
@@ -392,7 +396,7 @@ func (run *runState) result(end netsim.Time) *Result {
 				break
 			}
 		}
-		if got := f.remote.Bytes(); string(got) != string(f.model) {
+		if got := f.remote.Bytes(); !f.bulk && string(got) != string(f.model) {
 			first := 0
 			for first < len(got) && got[first] == f.model[first] {
 				first++

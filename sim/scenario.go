@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -38,11 +39,14 @@ type Scenario struct {
 	Star  *StarSpec  `json:"star,omitempty"`
 	// FatTree and LeafSpine generate a data-centre topology with its hosts
 	// (topology.go); switches forward by ECMP where paths are equal.
-	FatTree    *FatTreeSpec    `json:"fat_tree,omitempty"`
-	LeafSpine  *LeafSpineSpec  `json:"leaf_spine,omitempty"`
-	Faults     []FaultSpec     `json:"faults,omitempty"`
-	Partitions []PartitionSpec `json:"partitions,omitempty"`
-	Workloads  []WorkloadSpec  `json:"workloads"`
+	FatTree   *FatTreeSpec   `json:"fat_tree,omitempty"`
+	LeafSpine *LeafSpineSpec `json:"leaf_spine,omitempty"`
+	// HPCCTopology imports the HPCC ns-3 simulator's topology file
+	// (hpcc.go).
+	HPCCTopology *HPCCTopologySpec `json:"hpcc_topology,omitempty"`
+	Faults       []FaultSpec       `json:"faults,omitempty"`
+	Partitions   []PartitionSpec   `json:"partitions,omitempty"`
+	Workloads    []WorkloadSpec    `json:"workloads"`
 	// Congestion turns on the hosts' ECN, CNPs and DCQCN (congestion.go).
 	Congestion *CongestionSpec `json:"congestion,omitempty"`
 	Expect     ExpectSpec      `json:"expect,omitempty"`
@@ -251,13 +255,19 @@ type SizeSpec struct {
 	List  []int `json:"list,omitempty"`
 }
 
-// Load reads a scenario from a JSON file.
+// Load reads a scenario from a JSON file, and the files it names (an HPCC
+// topology, flow files), relative to it.
 func Load(path string) (*Scenario, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := Parse(b)
+	s, err := parse(b, func(name string) ([]byte, error) {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(path), name)
+		}
+		return os.ReadFile(name)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -265,11 +275,35 @@ func Load(path string) (*Scenario, error) {
 }
 
 // Parse reads a scenario from JSON, rejecting unknown fields and trailing
-// data with the line and column of the fault, and checks it.
+// data with the line and column of the fault, and checks it. A scenario
+// that names files needs Load.
 func Parse(b []byte) (*Scenario, error) {
+	return parse(b, func(name string) ([]byte, error) {
+		return nil, fmt.Errorf("%s: a scenario that names files is read with Load, which finds them next to it", name)
+	})
+}
+
+// parse is Parse with a way to read the files the scenario names.
+func parse(b []byte, read func(name string) ([]byte, error)) (*Scenario, error) {
 	var s Scenario
 	if err := decodeStrict(b, &s); err != nil {
 		return nil, fmt.Errorf("parse scenario: %w", err)
+	}
+	if h := s.HPCCTopology; h != nil {
+		data, err := read(h.File)
+		if err != nil {
+			return nil, fmt.Errorf("hpcc_topology: %w", err)
+		}
+		h.data = data
+	}
+	for i := range s.Workloads {
+		if f := s.Workloads[i].Flows; f != nil && f.File != "" {
+			data, err := read(f.File)
+			if err != nil {
+				return nil, fmt.Errorf("workload %d: flows: %w", i, err)
+			}
+			f.data = data
+		}
 	}
 	if x, err := s.withTopology(); err != nil {
 		return nil, err

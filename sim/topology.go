@@ -46,20 +46,32 @@ const maxGeneratedHosts = 1 << 16
 // left alone): the result is the explicit topology, which expands to
 // itself.
 func (sc *Scenario) withTopology() (*Scenario, error) {
-	if sc.FatTree == nil && sc.LeafSpine == nil {
+	gens := 0
+	for _, set := range []bool{sc.FatTree != nil, sc.LeafSpine != nil, sc.HPCCTopology != nil} {
+		if set {
+			gens++
+		}
+	}
+	if gens == 0 {
 		return sc, nil
 	}
-	if sc.FatTree != nil && sc.LeafSpine != nil {
-		return nil, fmt.Errorf("scenario %s: fat_tree and leaf_spine: give one topology", sc.Name)
+	if gens > 1 {
+		return nil, fmt.Errorf("scenario %s: fat_tree, leaf_spine, hpcc_topology: give one topology", sc.Name)
 	}
 	if sc.Star != nil || sc.HostCount > 0 || len(sc.Hosts) > 0 {
 		return nil, fmt.Errorf("scenario %s: a generated topology makes its own hosts: drop star, host_count and hosts", sc.Name)
 	}
 	out := *sc
-	out.FatTree, out.LeafSpine = nil, nil
+	out.FatTree, out.LeafSpine, out.HPCCTopology = nil, nil, nil
 	out.Switches = slices.Clone(sc.Switches)
 	out.Links = slices.Clone(sc.Links)
 	host := func(i int) string { return fmt.Sprintf("h%d", i) }
+	if sc.HPCCTopology != nil {
+		if err := sc.HPCCTopology.expand(&out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
 	var pfc *PFCSpec
 	if sc.FatTree != nil {
 		pfc = sc.FatTree.PFC
