@@ -104,24 +104,31 @@ func (run *runState) fcts() *FCTResult {
 	if len(res.Flows) == 0 {
 		return nil
 	}
+	res.Groups = GroupFCT(res.Flows)
+	return &res
+}
+
+// GroupFCT summarizes the finished flows of fs by size group: the
+// smallest 50 %, the next 30 %, 15 % and the largest 5 %, then all.
+func GroupFCT(fs []FlowFCT) []FCTGroup {
 	var done []FlowFCT
-	for _, f := range res.Flows {
+	for _, f := range fs {
 		if f.FCT >= 0 {
 			done = append(done, f)
 		}
 	}
 	sort.SliceStable(done, func(i, j int) bool { return done[i].Size < done[j].Size })
+	var out []FCTGroup
 	lo := 0
 	for _, g := range fctGroups {
 		hi := int(float64(len(done)) * g.upTo)
 		if g.upTo == 1 {
 			hi = len(done)
 		}
-		res.Groups = append(res.Groups, fctGroup(g.name, done[lo:hi]))
+		out = append(out, fctGroup(g.name, done[lo:hi]))
 		lo = hi
 	}
-	res.Groups = append(res.Groups, fctGroup("all", done))
-	return &res
+	return append(out, fctGroup("all", done))
 }
 
 // fctGroup summarizes the slowdowns of fs (sorted by size).

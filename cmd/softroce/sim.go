@@ -40,6 +40,7 @@ func newSimRunCmd() *cobra.Command {
 		asJSON  bool
 		report  string
 		every   time.Duration
+		hpccFCT string
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -51,7 +52,9 @@ and what the fault model did), stamped with virtual time from the epoch.
 --log writes the event log whose SHA-256 the result reports. --report DIR
 samples the run every --interval of virtual time and writes result.json,
 per-flow throughput and rate (flows.csv), queue depths (queues.csv), a
-summary and plots (PNG) into DIR.
+summary and plots (PNG) into DIR; with a flows workload, FCTs (fct.csv,
+fct.txt in the HPCC simulator's format, fct.png), and with --compare-fct
+FILE the slowdown by size group beside that HPCC run's.
 
 Exit status: 0 when every invariant holds, 1 when one fails, 2 when the
 scenario cannot run.`,
@@ -100,6 +103,15 @@ scenario cannot run.`,
 				if err := simreport.Write(report, res); err != nil {
 					return exitError{exitTrouble, err}
 				}
+				if hpccFCT != "" {
+					ref, err := simreport.ReadHPCCFCT(hpccFCT)
+					if err == nil {
+						err = simreport.WriteComparison(report, res, "HPCC ns-3", ref)
+					}
+					if err != nil {
+						return exitError{exitTrouble, err}
+					}
+				}
 			}
 			for _, c := range closers {
 				if err := c.Close(); err != nil {
@@ -129,6 +141,7 @@ scenario cannot run.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full result as JSON")
 	cmd.Flags().StringVar(&report, "report", "", "write time series, CSVs, plots and a summary into this directory")
 	cmd.Flags().DurationVar(&every, "interval", 100*time.Microsecond, "sampling period of --report, in virtual time")
+	cmd.Flags().StringVar(&hpccFCT, "compare-fct", "", "with --report: the HPCC ns-3 simulator's fct.txt for the same flows, set beside this run's in fct-compare.png and .txt")
 	return cmd
 }
 
