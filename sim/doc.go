@@ -58,6 +58,8 @@
 //	  "fat_tree": {"k": 4, "oversubscription": 1, "latency": "500ns",  // instead of hosts, star, links
 //	               "host": {...link fields...}, "fabric": {...}, "host_down": {...}},
 //	  "leaf_spine": {"leaves": 4, "spines": 2, "hosts_per_leaf": 8, "host": {...}, "fabric": {...}},
+//	  "hpcc_topology": {"file": "fat.txt", "queue": "32MB", "latency": "0s", "pfc": {...},
+//	                    "ecn": [{"bandwidth": "100Gbps", "kmin": "400KB", "kmax": "1600KB", "pmax": 0.2}]},
 //	  "star": {"switch": "sw0", "latency": "500ns", "bandwidth": "10Gbps", "delay": "1us",
 //	           "queue": "1MiB", "downlink": {...switch->host direction...}, "fault": "..."},
 //	  "faults": [{"link": "h0-sw0", "spec": "loss=5%,reorder=2%", "from": "1ms", "until": "5ms"}],
@@ -79,6 +81,7 @@
 //	  }, {
 //	    "name": "ws", "from": ["*"], "to": ["*"],   // a stream of flows instead of QP pairs:
 //	    "flows": {"cdf": "websearch", "load": 0.3, "for": "2ms", "chunk": "64KiB"},
+//	             // or {"file": "ws30_10ms.txt", "offset": "2s"}: an HPCC flow file
 //	    "window": 8                          // WRITEs of at most chunk outstanding per flow
 //	  }],
 //	  "congestion": {"dcqcn": true,          // or "ecn", "np", "rp" one by one
@@ -167,7 +170,13 @@
 // WRITEs its bytes. Result.FCT (fct.go) then has every flow's completion
 // time, its ideal on an idle network (path latency plus serialization at
 // the host's rate) and the slowdown, with p50/p95/p99 by size group as the
-// DCQCN and HPCC studies plot them.
+// DCQCN and HPCC studies plot them. A flows workload's bytes are bulk: its
+// flows share their hosts' regions and the bytes are not checked.
+//
+// "hpcc_topology" and a flows workload's "file" read the HPCC ns-3
+// simulator's topology and flow files as they are (hpcc.go; Load reads
+// them, relative to the scenario), so the same network and flows run in
+// both; sim/report sets the FCTs side by side.
 //
 // A switch with "pfc" is lossless (netsim's pfc.go): past XOff bytes
 // queued from an ingress port it pauses that port's upstream with 802.1Qbb
