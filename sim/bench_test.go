@@ -6,8 +6,9 @@ import (
 )
 
 // benchScenarios are the scenarios the simulation-speed benchmarks run: a
-// direct lossy link, an incast through a switch, and a thousand QPs.
-var benchScenarios = []string{"lossy-link", "incast", "scale"}
+// direct lossy link, an incast through a switch, a thousand QPs, and the
+// congestion experiments (DCQCN convergence, a fat-tree FCT run, PFC).
+var benchScenarios = []string{"lossy-link", "incast", "scale", "dcqcn-convergence", "fat-tree-websearch", "pfc-victim"}
 
 // BenchmarkScenarios measures simulation speed: simulated frames (as links
 // were offered them: a frame through a switch counts once per hop) and

@@ -472,6 +472,11 @@ func (s *Scenario) check() error {
 		if w.Rate < 0 {
 			return fmt.Errorf("workload %s: negative rate", name)
 		}
+		if w.Flows != nil {
+			// A flow per arrival, not per host pair: the arrivals are
+			// bounded as they are drawn (maxFlows).
+			continue
+		}
 		if err := s.checkProducts(name, w, &totals); err != nil {
 			return err
 		}
