@@ -3,8 +3,9 @@ package qp
 import "fmt"
 
 // DCQCNParams are the reaction point's parameters under mlx5's names (the
-// cc_params a ConnectX exposes in debugfs), in their units converted to
-// bit/s and Time. DefaultDCQCN gives mlx5's defaults.
+// firmware's rpg_* and dce_tcp_* here; upstream debugfs cc_params, and
+// rxe.Congestion.Set, call them rp_*), in their units converted to bit/s
+// and Time. DefaultDCQCN gives mlx5's defaults.
 type DCQCNParams struct {
 	RPGTimeReset             Time  // rpg_time_reset: rate-increase timer period
 	RPGByteReset             int   // rpg_byte_reset: bytes sent per byte-counter stage; 0: no byte counter
@@ -48,25 +49,25 @@ func DefaultDCQCN() DCQCNParams {
 func (p *DCQCNParams) Check() error {
 	switch {
 	case p.RPGTimeReset <= 0:
-		return fmt.Errorf("rpg_time_reset %d: must be positive", p.RPGTimeReset)
+		return fmt.Errorf("rp_time_reset %d: must be positive", p.RPGTimeReset)
 	case p.DCETCPRTT <= 0:
-		return fmt.Errorf("dce_tcp_rtt %d: must be positive", p.DCETCPRTT)
+		return fmt.Errorf("rp_dce_tcp_rtt %d: must be positive", p.DCETCPRTT)
 	case p.RateReduceMonitorPeriod < 0:
-		return fmt.Errorf("rate_reduce_monitor_period %d: must not be negative", p.RateReduceMonitorPeriod)
+		return fmt.Errorf("rp_rate_reduce_monitor_period %d: must not be negative", p.RateReduceMonitorPeriod)
 	case p.RPGByteReset < 0:
-		return fmt.Errorf("rpg_byte_reset %d: must not be negative", p.RPGByteReset)
+		return fmt.Errorf("rp_byte_reset %d: must not be negative", p.RPGByteReset)
 	case p.RPGThreshold < 0 || p.RPGThreshold > 31:
-		return fmt.Errorf("rpg_threshold %d: must be 0..31", p.RPGThreshold)
+		return fmt.Errorf("rp_threshold %d: must be 0..31", p.RPGThreshold)
 	case p.RPGAIRate < 0 || p.RPGHAIRate < 0 || p.RPGMaxRate < 0 || p.RPGMinRate <= 0 || p.RateToSetOnFirstCNP < 0:
-		return fmt.Errorf("rates must not be negative, and rpg_min_rate must be positive")
+		return fmt.Errorf("rates must not be negative, and rp_min_rate must be positive")
 	case p.RPGGD < 10 || p.RPGGD > 20:
-		return fmt.Errorf("rpg_gd %d: must be 10..20", p.RPGGD)
+		return fmt.Errorf("rp_gd %d: must be 10..20", p.RPGGD)
 	case p.RPGMinDecFac < 0 || p.RPGMinDecFac > 100:
-		return fmt.Errorf("rpg_min_dec_fac %d: must be 0..100", p.RPGMinDecFac)
+		return fmt.Errorf("rp_min_dec_fac %d: must be 0..100", p.RPGMinDecFac)
 	case p.DCETCPG < 0 || p.DCETCPG > 1024:
-		return fmt.Errorf("dce_tcp_g %d: must be 0..1024", p.DCETCPG)
+		return fmt.Errorf("rp_dce_tcp_g %d: must be 0..1024", p.DCETCPG)
 	case p.InitialAlphaValue < 0 || p.InitialAlphaValue > 1024:
-		return fmt.Errorf("initial_alpha_value %d: must be 0..1024", p.InitialAlphaValue)
+		return fmt.Errorf("rp_initial_alpha_value %d: must be 0..1024", p.InitialAlphaValue)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ faults heal, counters against the trace). A run is a pure function of the
 scenario and the seed: the same seed gives byte-identical captures and event
 logs. Scenario format: see the documentation of package sim.`,
 	}
-	cmd.AddCommand(newSimRunCmd(), newSimFuzzCmd(), newSimGenCmd())
+	cmd.AddCommand(newSimRunCmd(), newSimFuzzCmd(), newSimGenCmd(), newSimSweepCmd(), newSimMergeCmd())
 	return cmd
 }
 

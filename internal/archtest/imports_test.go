@@ -46,6 +46,7 @@ var rank = map[string]int{
 	// Subsystems over the verbs API.
 	"dropin":            5,
 	"sim/report":        5, // a run's report on disk, over sim
+	"sim/sweep":         5, // seeds and parameter values across cores and machines, over sim
 	"workload/perftest": 5,
 	"workload/pingpong": 5,
 	"workload/rdmacm":   5,
