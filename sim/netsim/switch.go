@@ -136,7 +136,12 @@ func (s *Switch) Receive(in int, frame []byte) {
 		s.counters.Flooded++
 		for i, p := range s.outs {
 			if i != in {
-				s.send(p, frame, int32(in))
+				if s.latency == 0 {
+					// A copy each: a pipe may change its own (an ECN mark).
+					p.send(frame, -1, s.net.rxSum, s.net.rxSumOK, int32(in))
+				} else {
+					s.send(p, frame, int32(in))
+				}
 			}
 		}
 		return
@@ -169,7 +174,18 @@ func (s *Switch) Receive(in int, frame []byte) {
 func (s *Switch) send(p *Pipe, frame []byte, in int32) {
 	sum, ok := s.net.rxSum, s.net.rxSumOK
 	if s.latency == 0 {
-		p.send(frame, -1, sum, ok, in)
+		// The frame is the buffer being delivered: the pipe may keep it
+		// instead of a copy (once; a flooded frame is copied for the
+		// other ports).
+		i, took := s.net.takeRx()
+		if !took {
+			i = -1
+		}
+		if took && !p.send(frame, i, sum, ok, in) {
+			s.net.rxBuf, s.net.rxOwned = i, true // not kept: the deliverer frees it
+		} else if !took {
+			p.send(frame, -1, sum, ok, in)
+		}
 		return
 	}
 	i, took := s.net.takeRx()
