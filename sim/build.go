@@ -337,7 +337,8 @@ func (w *world) setupPFC() error {
 		if ps.Quanta < 0 || ps.Quanta > 0xFFFF {
 			return fmt.Errorf("switch %d: pfc quanta %d outside 0..65535", i, ps.Quanta)
 		}
-		err := sw.SetPFC(netsim.PFC{XOff: int(ps.XOff), XOn: int(ps.XOn), Headroom: int(ps.Headroom), Quanta: uint16(ps.Quanta)})
+		err := sw.SetPFC(netsim.PFC{XOff: int(ps.XOff), XOn: int(ps.XOn), Headroom: int(ps.Headroom), Quanta: uint16(ps.Quanta),
+			WatchdogDetect: netsim.Time(ps.WatchdogDetect), WatchdogRestore: netsim.Time(ps.WatchdogRestore)})
 		if err != nil {
 			return err
 		}
@@ -347,6 +348,32 @@ func (w *world) setupPFC() error {
 		for _, h := range w.hosts {
 			h.out.SetOnResume(h.kick)
 		}
+	}
+	for i, st := range w.sc.PFCStorms {
+		h := w.hostOf[st.Host]
+		if h == nil {
+			return fmt.Errorf("pfc storm %d: no host %q", i, st.Host)
+		}
+		if st.Until != 0 && st.Until <= st.From {
+			return fmt.Errorf("pfc storm %d: until %s is not after from %s", i, netsim.Time(st.Until), netsim.Time(st.From))
+		}
+		p := h.out
+		if !p.Lossless() {
+			return fmt.Errorf("pfc storm %d: host %s's switch has no pfc", i, st.Host)
+		}
+		var storm func()
+		storm = func() {
+			if err := p.SendPause(0xFFFF); err != nil {
+				return
+			}
+			if st.Until == 0 || w.loop.Now()+p.QuantaTime(0xFFFF)/2 < netsim.Time(st.Until) {
+				w.loop.After(max(p.QuantaTime(0xFFFF)/2, 1), storm)
+			}
+		}
+		w.loop.At(netsim.Time(st.From), func() {
+			w.rec.event("pfc-storm", st.Host)
+			storm()
+		})
 	}
 	return nil
 }

@@ -182,3 +182,22 @@ func TestPFCCaptureInTshark(t *testing.T) {
 		assert.Equal(t, "60,0x8808,0x0101,0x0008", l)
 	}
 }
+
+// TestPFCStormNeedsTheWatchdog: without the watchdog the storm's pause
+// keeps the victim stopped after the moment the watchdog would have freed
+// it, and the check of that window fails.
+func TestPFCStormNeedsTheWatchdog(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/pfc-storm.json")
+	require.NoError(t, err)
+	pfc := *sc.Star.PFC
+	pfc.WatchdogDetect, pfc.WatchdogRestore = 0, 0
+	sc.Star.PFC = &pfc
+	sc.Expect.Sometimes = nil
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	v := verdict(res, invCongestion)
+	require.False(t, v.OK)
+	require.Len(t, v.Details, 1)
+	assert.Contains(t, v.Details[0], "0.002500000s..0.005000000s")
+	assert.Zero(t, res.PFC["sw0"].Storms)
+}

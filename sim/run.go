@@ -501,6 +501,7 @@ func sometimes(res *Result, dev func(string) uint64) map[string]bool {
 		"rate_cut":          dev("rp_cnp_handled") > 0,
 		"pfc_pause":         pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.XOffSent }) > 0,
 		"drop_headroom":     pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.DropHeadroom }) > 0,
+		"pfc_storm":         pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.Storms }) > 0,
 	}
 }
 

@@ -46,7 +46,9 @@ type Scenario struct {
 	HPCCTopology *HPCCTopologySpec `json:"hpcc_topology,omitempty"`
 	Faults       []FaultSpec       `json:"faults,omitempty"`
 	Partitions   []PartitionSpec   `json:"partitions,omitempty"`
-	Workloads    []WorkloadSpec    `json:"workloads"`
+	// PFCStorms are hosts whose NICs pause their switch port without end.
+	PFCStorms []StormSpec    `json:"pfc_storms,omitempty"`
+	Workloads []WorkloadSpec `json:"workloads"`
 	// Congestion turns on the hosts' ECN, CNPs and DCQCN (congestion.go).
 	Congestion *CongestionSpec `json:"congestion,omitempty"`
 	Expect     ExpectSpec      `json:"expect,omitempty"`
@@ -142,6 +144,20 @@ type PFCSpec struct {
 	XOn      ByteSize `json:"xon"`
 	Headroom ByteSize `json:"headroom"`
 	Quanta   int      `json:"quanta,omitempty"`
+	// WatchdogDetect and WatchdogRestore turn on the PFC watchdog: a port
+	// paused without a break this long, frames waiting, is in a storm;
+	// for WatchdogRestore its PAUSEs are ignored and its frames dropped.
+	WatchdogDetect  Duration `json:"watchdog_detect,omitempty"`
+	WatchdogRestore Duration `json:"watchdog_restore,omitempty"`
+}
+
+// StormSpec makes a host's NIC send PAUSEs without end from From until
+// Until (0: the end), refreshing them before they run out, as a NIC whose
+// receive path is stuck does: a PFC storm.
+type StormSpec struct {
+	Host  string   `json:"host"`
+	From  Duration `json:"from"`
+	Until Duration `json:"until,omitempty"`
 }
 
 // PipeSpec is the shape of one link direction.
@@ -340,7 +356,7 @@ const (
 // coveragePoints are the names Expect.Sometimes accepts.
 var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit",
-	"ecn_marked", "cnp", "rate_cut", "pfc_pause", "drop_headroom"}
+	"ecn_marked", "cnp", "rate_cut", "pfc_pause", "drop_headroom", "pfc_storm"}
 
 // wcStatusNames lists the completion status names.
 func wcStatusNames() []string {

@@ -28,6 +28,13 @@ type PFC struct {
 	// times at the link's rate (0: 65535, the most). The switch refreshes
 	// the pause before it runs out while the count stays above XOn.
 	Quanta uint16
+	// WatchdogDetect, when set, is the PFC watchdog (SONiC's, Junos'): a
+	// port of the switch that has been paused this long without a break,
+	// with frames waiting, is in a PFC storm; for WatchdogRestore the
+	// switch then ignores the PAUSEs it receives on that port and drops
+	// what it would send there (drop_watchdog), so that one stuck NIC
+	// cannot stop the fabric.
+	WatchdogDetect, WatchdogRestore Time
 }
 
 // Check reports a configuration that cannot work.
@@ -43,6 +50,8 @@ type PFCCounters struct {
 	XOffSent     uint64 `json:"xoff_sent"`     // PAUSE frames with a time, refreshes included
 	XOnSent      uint64 `json:"xon_sent"`      // PAUSE frames with time 0
 	DropHeadroom uint64 `json:"drop_headroom"` // frames dropped because the headroom overflowed
+	Storms       uint64 `json:"storms"`        // PFC storms the watchdog found
+	DropWatchdog uint64 `json:"drop_watchdog"` // frames dropped on ports in a storm
 }
 
 // switchPFC is a switch's flow-control state.
@@ -67,6 +76,10 @@ type lossless struct {
 	paused      Time // total time paused, for reports
 	pauses      uint64
 	onResume    func()
+	// pausedSince is when the current unbroken pause began (0: not
+	// paused); stormUntil ends a storm the watchdog declared.
+	pausedSince Time
+	stormUntil  Time
 }
 
 // waiting is a frame in a PFC port's queue.
@@ -82,6 +95,9 @@ type waiting struct {
 // SetPFC turns PFC on at the switch: every port of it, and every port that
 // sends to it, becomes a PFC port. Call it after the switch is connected.
 func (s *Switch) SetPFC(c PFC) error {
+	if c.WatchdogDetect < 0 || c.WatchdogRestore < 0 || (c.WatchdogDetect > 0) != (c.WatchdogRestore > 0) {
+		return fmt.Errorf("switch %s: pfc watchdog detect %s restore %s: give both, positive", s.net.names[s.id], c.WatchdogDetect, c.WatchdogRestore)
+	}
 	if err := c.Check(); err != nil {
 		return fmt.Errorf("switch %s: %w", s.net.names[s.id], err)
 	}
@@ -212,6 +228,14 @@ func (p *Pipe) sendControl(frame []byte) {
 // switch's admission) and starts the serializer if it is idle.
 func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
 	n := len(frame)
+	if p.lossless.stormUntil > p.net.loop.now {
+		if sw, ok := p.net.nodes[p.from].(*Switch); ok {
+			sw.pfc.counters.DropWatchdog++
+		}
+		p.counters.DropQueue++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
+		return false
+	}
 	if sw, ok := p.net.nodes[p.from].(*Switch); ok && !sw.admit(in, n) {
 		p.counters.DropQueue++
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
@@ -304,7 +328,11 @@ func (p *Pipe) pause(quanta uint16) {
 		return
 	}
 	now := p.net.loop.now
+	if l.stormUntil > now {
+		return // the watchdog ignores this port's PAUSEs for now
+	}
 	if quanta == 0 {
+		l.pausedSince = 0
 		if l.pausedUntil > now {
 			l.paused -= l.pausedUntil - now
 			l.pausedUntil = now
@@ -315,13 +343,61 @@ func (p *Pipe) pause(quanta uint16) {
 		}
 		return
 	}
+	if l.pausedUntil < now || l.pausedSince == 0 {
+		l.pausedSince = now // a new pause, not a refresh of one in force
+	}
 	until := now + p.quantaTime(quanta)
 	if until > l.pausedUntil {
 		l.paused += until - max(l.pausedUntil, now)
 		l.pausedUntil = until
 	}
 	l.pauses++
+	p.watchdog(now)
 }
+
+// watchdog declares a PFC storm on the switch port p when it has been
+// paused without a break for the detection time with frames waiting: the
+// pause ends, PAUSEs are ignored and what waits or comes is dropped until
+// the restore time has passed.
+func (p *Pipe) watchdog(now Time) {
+	sw, ok := p.net.nodes[p.from].(*Switch)
+	if !ok || sw.pfc == nil || sw.pfc.cfg.WatchdogDetect == 0 {
+		return
+	}
+	l := p.lossless
+	if now-l.pausedSince < sw.pfc.cfg.WatchdogDetect || l.head == len(l.wait) {
+		return
+	}
+	sw.pfc.counters.Storms++
+	l.stormUntil = now + sw.pfc.cfg.WatchdogRestore
+	l.paused -= l.pausedUntil - now
+	l.pausedUntil, l.pausedSince = now, 0
+	for _, w := range l.wait[l.head:] {
+		p.queueBytes -= int(w.n)
+		sw.release(w.in, int(w.n))
+		sw.pfc.counters.DropWatchdog++
+		p.counters.DropQueue++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.sum, sumOK: w.sumOK})
+		p.net.putBuf(w.buf)
+	}
+	l.wait, l.head = l.wait[:0], 0
+}
+
+// SendPause has the node that owns p send a PAUSE for priority
+// PFCPriority out of it (quanta 0: XON), as a NIC does when its receive
+// buffer is full, or, stuck, for ever: a PFC storm. p must be a PFC port
+// (next to a switch with PFC).
+func (p *Pipe) SendPause(quanta uint16) error {
+	if p.lossless == nil {
+		return fmt.Errorf("pipe %s: not a PFC port (no switch with pfc at either end)", p.name)
+	}
+	id := uint16(p.from)
+	p.sendControl(packet.AppendPause(nil, [6]byte{0x02, 0xFD, byte(id >> 8), byte(id), 0, 0}, PFCPriority, quanta))
+	return nil
+}
+
+// QuantaTime is how long q pause quanta last on p.
+func (p *Pipe) QuantaTime(q uint16) Time { return p.quantaTime(q) }
 
 // ensureSerialHandler registers the handler of PFC ports' serializer
 // events, once.
@@ -334,3 +410,6 @@ func (n *Network) ensureSerialHandler() {
 type serialHandler struct{ n *Network }
 
 func (h serialHandler) Fire(arg uint64) { h.n.pipes[arg].serialDone() }
+
+// Lossless reports whether p is a PFC port.
+func (p *Pipe) Lossless() bool { return p.lossless != nil }

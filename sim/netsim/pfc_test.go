@@ -73,3 +73,63 @@ func TestPFCCheck(t *testing.T) {
 	}
 	assert.NoError(t, PFC{XOff: 10, XOn: 5}.Check())
 }
+
+// stormRun: a sends 2,000 frames to stuck through a PFC switch while stuck
+// pauses the switch's port towards it for ever (refreshing its PAUSE).
+func stormRun(t *testing.T, cfg PFC) (*Switch, *Pipe, *recorder) {
+	l := NewLoop()
+	n := NewNetwork(l)
+	rx := &recorder{loop: l}
+	stuck := n.AddNode("stuck", rx)
+	a := n.AddNode("a", &recorder{loop: l})
+	sw := n.AddSwitch("sw", 0)
+	pc := PipeConfig{Bandwidth: 10e9, Delay: Microsecond}
+	pa, _ := n.Connect(a, sw.ID(), pc, pc)
+	ps, _ := n.Connect(stuck, sw.ID(), pc, pc)
+	require.NoError(t, n.Route(map[NodeID][]Addr{stuck: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}}}))
+	require.NoError(t, sw.SetPFC(cfg))
+	var storm func()
+	storm = func() {
+		require.NoError(t, ps.SendPause(0xFFFF))
+		if l.Now() < 5*Millisecond {
+			l.After(ps.QuantaTime(0xFFFF)/2, storm)
+		}
+	}
+	storm()
+	for i := range 2000 {
+		l.At(Time(i)*Microsecond, func() { pa.Send(roceFrame(macB, macA, ipB, 1000, uint32(i))) })
+	}
+	l.RunUntil(Never)
+	return sw, pa, rx
+}
+
+// TestPFCStormAndWatchdog: a NIC that pauses its switch port for ever
+// stops its sender through the pause that spreads back (nothing reaches
+// it until the storm ends); the watchdog finds the storm, drops what is
+// queued for that port, ignores its PAUSEs, and the sender runs again.
+func TestPFCStormAndWatchdog(t *testing.T) {
+	base := PFC{XOff: 20_000, XOn: 10_000, Headroom: 10_000}
+	sw, pa, rx := stormRun(t, base)
+	paused, _ := pa.PausedTime()
+	assert.Greater(t, paused, 4*Millisecond, "the sender is stopped while the storm lasts")
+	assert.Zero(t, sw.PFCCounters().Storms)
+	assert.Len(t, rx.seqs, 2000, "lossless: all delivered once the storm ends")
+	assert.Greater(t, rx.times[0], 5*Millisecond)
+
+	wd := base
+	wd.WatchdogDetect, wd.WatchdogRestore = 500*Microsecond, 10*Millisecond
+	sw, pa, rx = stormRun(t, wd)
+	c := sw.PFCCounters()
+	assert.Equal(t, uint64(1), c.Storms)
+	assert.Positive(t, c.DropWatchdog)
+	paused, _ = pa.PausedTime()
+	assert.Less(t, paused, 2*Millisecond, "the sender runs again after the watchdog")
+	assert.Equal(t, 2000-int(c.DropWatchdog), len(rx.seqs))
+
+	bad := base
+	bad.WatchdogDetect = Millisecond
+	l := NewLoop()
+	n := NewNetwork(l)
+	s2 := n.AddSwitch("s", 0)
+	assert.Error(t, s2.SetPFC(bad), "detect without restore")
+}
