@@ -42,6 +42,7 @@ type world struct {
 	hostOf map[string]*host
 	sws    []*netsim.Switch
 	swPFC  []*PFCSpec // by switch, as sws
+	pfc    bool       // some switch has PFC
 	rec    *recorder
 	// lastHeal is the time the last fault or partition ends (0 if none).
 	lastHeal netsim.Time
@@ -348,6 +349,7 @@ func (w *world) setupPFC() error {
 		for _, h := range w.hosts {
 			h.out.SetOnResume(h.kick)
 		}
+		w.pfc = true
 	}
 	for i, st := range w.sc.PFCStorms {
 		h := w.hostOf[st.Host]

@@ -109,3 +109,45 @@ type staticRED struct {
 	pipe *netsim.Pipe
 	red  netsim.RED
 }
+
+// deadlockCheck is how often a run with PFC looks for a cycle of paused
+// ports; one seen at two checks in a row is a deadlock (a PAUSE lasts at
+// most 65535 quanta, 335 us at 100 Gb/s, so a cycle that outlives a
+// millisecond is refreshed, not passing).
+const deadlockCheck = netsim.Millisecond
+
+// watchDeadlocks checks for PFC deadlocks every deadlockCheck while work
+// is outstanding. A deadlock is reported (Result.Deadlocks) and violates
+// the congestion invariant unless the scenario expects one (sometimes:
+// pfc_deadlock).
+func (run *runState) watchDeadlocks() {
+	w := run.w
+	var check func()
+	check = func() {
+		if run.active == 0 {
+			return
+		}
+		cycle := w.net.PFCDeadlock()
+		key := ""
+		names := make([]string, len(cycle))
+		for i, p := range cycle {
+			names[i] = p.Name()
+		}
+		if len(cycle) > 0 {
+			key = strings.Join(names, " ")
+		}
+		if key != "" && key == run.lastCycle {
+			found := len(run.deadlocks) == 0 || strings.Join(run.deadlocks[len(run.deadlocks)-1].Cycle, " ") != key
+			if found {
+				run.deadlocks = append(run.deadlocks, Deadlock{At: int64(w.loop.Now()), Cycle: names})
+				w.rec.event("pfc-deadlock", names...)
+				if !contains(w.sc.Expect.Sometimes, "pfc_deadlock") {
+					run.violate(invCongestion, "", "PFC deadlock: %s, each paused with frames waiting on the next", key)
+				}
+			}
+		}
+		run.lastCycle = key
+		w.loop.After(deadlockCheck, check)
+	}
+	w.loop.At(deadlockCheck, check)
+}

@@ -201,3 +201,28 @@ func TestPFCStormNeedsTheWatchdog(t *testing.T) {
 	assert.Contains(t, v.Details[0], "0.002500000s..0.005000000s")
 	assert.Zero(t, res.PFC["sw0"].Storms)
 }
+
+// TestPFCDeadlockIsAViolation: a deadlock the scenario does not expect
+// fails the congestion invariant, naming its cycle; without the watchdog
+// the ring never recovers: its QPs exhaust their retries, and the status
+// invariant fails too.
+func TestPFCDeadlockIsAViolation(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/pfc-deadlock.json")
+	require.NoError(t, err)
+	sc.Expect.Sometimes = nil
+	for i := range sc.Switches {
+		p := *sc.Switches[i].PFC
+		p.WatchdogDetect, p.WatchdogRestore = 0, 0
+		sc.Switches[i].PFC = &p
+	}
+	sc.Duration = Duration(50 * 1e6)
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	require.Len(t, res.Deadlocks, 1)
+	assert.Equal(t, []string{"s0->s1", "s1->s2", "s2->s3", "s3->s4", "s4->s0"}, res.Deadlocks[0].Cycle)
+	v := verdict(res, invCongestion)
+	require.False(t, v.OK)
+	assert.Contains(t, v.Details[0], "PFC deadlock: s0->s1 s1->s2")
+	assert.False(t, verdict(res, invStatus).OK)
+	assert.Positive(t, res.ByStatus["RETRY_EXC_ERR"])
+}

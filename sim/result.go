@@ -110,6 +110,15 @@ type Result struct {
 	FCT *FCTResult `json:"fct,omitempty"`
 	// PFC holds the flow-control counters of the switches that have it.
 	PFC map[string]netsim.PFCCounters `json:"pfc,omitempty"`
+	// Deadlocks lists the PFC deadlocks found: cycles of paused ports,
+	// each waiting on the next, that held across two checks.
+	Deadlocks []Deadlock `json:"pfc_deadlocks,omitempty"`
+}
+
+// Deadlock is a PFC deadlock: when it was found and its cycle of ports.
+type Deadlock struct {
+	At    int64    `json:"at_ns"`
+	Cycle []string `json:"cycle"`
 }
 
 // OK reports whether every invariant held.

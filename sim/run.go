@@ -84,6 +84,10 @@ type runState struct {
 	rep    *reporter
 	report *Report
 	fct    *FCTResult // flows workloads' completion times (fct.go)
+	// deadlocks are the PFC deadlocks watchDeadlocks found; lastCycle
+	// is the cycle its previous check saw.
+	deadlocks []Deadlock
+	lastCycle string
 }
 
 func (run *runState) violate(inv, flow, format string, args ...any) {
@@ -200,6 +204,9 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		run.rep = rep
 	}
 	loop := w.loop
+	if w.pfc {
+		run.watchDeadlocks()
+	}
 	for run.active > 0 && run.err == nil && loop.Next() <= end {
 		if rep != nil {
 			rep.sampleUntil(min(loop.Next(), end))
@@ -418,6 +425,7 @@ func (run *runState) result(end netsim.Time) *Result {
 		res.Links = append(res.Links, LinkResult{Name: p.Name(), PipeCounters: c, PausedNs: int64(paused), Pauses: pauses})
 	}
 	res.Network = w.net.Totals()
+	res.Deadlocks = run.deadlocks
 	for i, sw := range w.sws {
 		if w.swPFC[i] != nil {
 			if res.PFC == nil {
@@ -502,6 +510,7 @@ func sometimes(res *Result, dev func(string) uint64) map[string]bool {
 		"pfc_pause":         pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.XOffSent }) > 0,
 		"drop_headroom":     pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.DropHeadroom }) > 0,
 		"pfc_storm":         pfcTotal(res, func(c netsim.PFCCounters) uint64 { return c.Storms }) > 0,
+		"pfc_deadlock":      len(res.Deadlocks) > 0,
 	}
 }
 

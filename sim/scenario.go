@@ -356,7 +356,7 @@ const (
 // coveragePoints are the names Expect.Sometimes accepts.
 var coveragePoints = []string{"retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 	"drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss", "cm_retransmit",
-	"ecn_marked", "cnp", "rate_cut", "pfc_pause", "drop_headroom", "pfc_storm"}
+	"ecn_marked", "cnp", "rate_cut", "pfc_pause", "drop_headroom", "pfc_storm", "pfc_deadlock"}
 
 // wcStatusNames lists the completion status names.
 func wcStatusNames() []string {

@@ -413,3 +413,82 @@ func (h serialHandler) Fire(arg uint64) { h.n.pipes[arg].serialDone() }
 
 // Lossless reports whether p is a PFC port.
 func (p *Pipe) Lossless() bool { return p.lossless != nil }
+
+// blocked reports whether p is a PFC port stopped by a PAUSE with frames
+// waiting.
+func (p *Pipe) blocked() bool {
+	l := p.lossless
+	return l != nil && l.pausedUntil > p.net.loop.now && l.head < len(l.wait)
+}
+
+// holdsFrom reports whether p's queue holds a frame that came in by port
+// in of the switch that sends it.
+func (p *Pipe) holdsFrom(in int) bool {
+	l := p.lossless
+	for _, w := range l.wait[l.head:] {
+		if int(w.in) == in {
+			return true
+		}
+	}
+	return false
+}
+
+// PFCDeadlock returns a cycle of the PFC wait-for graph, or nil: ports
+// stopped by a PAUSE with frames waiting, each waiting on the next, the
+// port its frames are queued for at the next switch, which is stopped in
+// turn (a cyclic buffer dependency: nothing in it can move until a PAUSE
+// lifts, and none will). The cycle is given from its lowest-indexed pipe,
+// so that the same deadlock reads the same each time.
+func (n *Network) PFCDeadlock() []*Pipe {
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make([]uint8, len(n.pipes))
+	var path []*Pipe
+	var found []*Pipe
+	var visit func(p *Pipe) bool
+	visit = func(p *Pipe) bool {
+		state[p.index] = onPath
+		path = append(path, p)
+		if sw, ok := n.nodes[p.to].(*Switch); ok {
+			for _, q := range sw.outs {
+				if !q.blocked() || !q.holdsFrom(p.toPort) {
+					continue
+				}
+				switch state[q.index] {
+				case onPath:
+					for i, x := range path {
+						if x == q {
+							found = append([]*Pipe(nil), path[i:]...)
+						}
+					}
+					return true
+				case unseen:
+					if visit(q) {
+						return true
+					}
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[p.index] = done
+		return false
+	}
+	for _, p := range n.pipes {
+		if state[p.index] == unseen && p.blocked() && visit(p) {
+			break
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	lo := 0
+	for i, p := range found {
+		if p.index < found[lo].index {
+			lo = i
+		}
+	}
+	return append(found[lo:], found[:lo]...)
+}
