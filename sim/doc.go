@@ -49,7 +49,8 @@
 //	  "hosts": [{"name": "a", "ip": "10.0.0.1", "mac": "02:00:00:00:00:01", "mtu": 9000}],
 //	  "host_count": 9,                  // adds h0..h8 (IP 10.0.0.1.., MAC 02:00:00:00:00:01..)
 //	  "switches": [{"name": "s1", "latency": "500ns",
-//	                "pfc": {"xoff": "100KB", "xon": "50KB", "headroom": "50KB", "quanta": 65535}}],
+//	                "pfc": {"xoff": "100KB", "xon": "50KB", "headroom": "50KB", "quanta": 65535,
+//	                        "watchdog_detect": "1ms", "watchdog_restore": "20ms"}}],
 //	  "links": [{"a": "h0", "b": "s1", "bandwidth": "10Gbps", "delay": "1us",
 //	             "queue": "64KiB", "queue_frames": 0,
 //	             "ecn": {"kmin": "100KB", "kmax": "400KB", "pmax": 0.2},  // RED marking
@@ -64,6 +65,7 @@
 //	           "queue": "1MiB", "downlink": {...switch->host direction...}, "fault": "..."},
 //	  "faults": [{"link": "h0-sw0", "spec": "loss=5%,reorder=2%", "from": "1ms", "until": "5ms"}],
 //	  "partitions": [{"link": "h0->sw0", "start": "2ms", "heal": "12ms"}],
+//	  "pfc_storms": [{"host": "h3", "from": "1ms", "until": "30ms"}],  // a stuck NIC's endless PAUSEs
 //	  "workloads": [{
 //	    "name": "mesh",
 //	    "from": ["*"], "to": ["h0", "h1"],   // every (from, to) pair, never a host to itself
@@ -182,5 +184,11 @@
 // queued from an ingress port it pauses that port's upstream with 802.1Qbb
 // PAUSE frames, which the capture shows; pauses spread hop by hop; only a
 // headroom overflow drops. Result.PFC counts PAUSEs and XONs per switch,
-// and each link direction reports how long it was paused.
+// and each link direction reports how long it was paused. "pfc_storms"
+// make hosts' NICs pause without end; a switch's watchdog finds a port
+// paused that long with frames waiting, drops them and ignores its PAUSEs
+// for a while. Every millisecond a run with PFC looks for a cycle in the
+// wait-for graph of paused ports; one that holds across two checks is a
+// deadlock (Result.Deadlocks), a congestion violation unless "sometimes"
+// lists pfc_deadlock.
 package sim
