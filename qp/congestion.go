@@ -43,6 +43,7 @@ const DefaultMinTimeBetweenCNPs = 4 * Microsecond
 // Units of Time.
 const (
 	Microsecond Time = 1000
+	Millisecond Time = 1_000_000
 	Second      Time = 1_000_000_000
 )
 

@@ -9,12 +9,21 @@ import (
 // pacer holds a QP's requester to the rate its reaction point sets, as a
 // NIC's per-QP rate limiter does: each request packet takes its length at
 // that rate from a next-send slot, and the requester waits for the slot.
+// With a Burst (real links), slots missed because the caller came late (a
+// timer that woke a millisecond after the slot, as on a loaded machine)
+// are made up, so the rate holds on average; slots missed because the QP
+// had nothing to send are not, beyond Burst. Without one (the simulator,
+// whose clock is exact), a missed slot is lost.
 // A QP has no pacer state until its first CNP, and drops it when the rate
 // control is back at line rate, so uncongested QPs pay nothing.
 type pacer struct {
 	rc   RateControl // nil: not rate limited
 	next Time        // earliest time of the next request packet
 	held bool        // the requester has a packet waiting for next
+	// owed: packets have waited for their slots since the requester last
+	// ran out of work, so a late wake-up (a real clock's timer) is caught
+	// up in full; after idling, only Burst of sending ahead is allowed.
+	owed bool
 }
 
 // wireOverhead is what a RoCE v2 packet occupies on an Ethernet wire beyond
@@ -49,7 +58,12 @@ func (q *QP) paceSent(now Time, out *Outgoing) {
 	if q.cfg.Congestion != nil {
 		burst = q.cfg.Congestion.Burst
 	}
-	p.next = max(p.next, now-burst) + txTime(n, p.rc.Rate())
+	if !p.owed || burst == 0 {
+		// Exact pacing (Burst 0, the simulator's) never sends ahead of
+		// the rate: a slot missed is lost.
+		p.next = max(p.next, now-burst)
+	}
+	p.next += txTime(n, p.rc.Rate())
 	q.paceMaybeIdle()
 }
 

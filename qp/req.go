@@ -170,8 +170,18 @@ func (q *QP) reqTransmit(now Time, out *Outgoing) bool {
 	q.pace.held = false
 	if !q.paceAllows(now) {
 		q.pace.held = q.reqPending(q.pace.next)
+		q.pace.owed = q.pace.owed || q.pace.held
 		return false
 	}
+	sent := q.reqBuild(now, out)
+	if !sent {
+		q.pace.owed = false // nothing waits: no catching up later
+	}
+	return sent
+}
+
+// reqBuild is reqTransmit once the pacer lets a packet go.
+func (q *QP) reqBuild(now Time, out *Outgoing) bool {
 	if q.req.needRetry {
 		q.reqRetry()
 	}
