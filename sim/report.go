@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/qp"
 	"github.com/softroce/softroce/sim/netsim"
 )
 
@@ -42,8 +43,12 @@ type FlowReport struct {
 	// control acts on.
 	Sent []float64 `json:"sent_bps"`
 	// Rate is its requester's rate-limiter setting at each sample (bit/s;
-	// 0: not rate limited, the line rate).
-	Rate []int64 `json:"rate_bps"`
+	// 0: not rate limited, the line rate); Target and Alpha are its
+	// reaction point's target rate and α then (DCQCN's Rt and α; 0 when
+	// not rate limited): the control state behind each rate change.
+	Rate   []int64   `json:"rate_bps"`
+	Target []int64   `json:"target_bps"`
+	Alpha  []float64 `json:"alpha"`
 }
 
 // QueueReport is one link direction's output queue over time.
@@ -131,13 +136,13 @@ func (r *reporter) sample() {
 		r.last[i] = f.bytesDone
 		fr.Sent = append(fr.Sent, float64(r.wire[i])*8/secs)
 		r.wire[i] = 0
-		var rate int64
+		var st qp.RateState
 		if f.qa != nil {
-			if st, ok := f.a.dev.d.QPRate(f.qa.QPN()); ok {
-				rate = st.Rate
-			}
+			st, _ = f.a.dev.d.QPRate(f.qa.QPN())
 		}
-		fr.Rate = append(fr.Rate, rate)
+		fr.Rate = append(fr.Rate, st.Rate)
+		fr.Target = append(fr.Target, st.Target)
+		fr.Alpha = append(fr.Alpha, st.Alpha)
 	}
 	for i, p := range r.run.w.net.Pipes() {
 		q := &r.rep.Queues[i]

@@ -34,11 +34,12 @@ func Write(dir string, res *sim.Result) error {
 	r := res.Report
 	ts := func(k int) string { return strconv.FormatInt(int64(k+1)*r.Interval, 10) }
 	var flows [][]string
-	flows = append(flows, []string{"flow", "time_ns", "sent_bps", "goodput_bps", "rate_bps"})
+	flows = append(flows, []string{"flow", "time_ns", "sent_bps", "goodput_bps", "rate_bps", "target_bps", "alpha"})
 	for _, f := range r.Flows {
 		for k := range f.Throughput {
 			flows = append(flows, []string{f.Name, ts(k), strconv.FormatFloat(f.Sent[k], 'f', 0, 64),
-				strconv.FormatFloat(f.Throughput[k], 'f', 0, 64), strconv.FormatInt(f.Rate[k], 10)})
+				strconv.FormatFloat(f.Throughput[k], 'f', 0, 64), strconv.FormatInt(f.Rate[k], 10),
+				strconv.FormatInt(f.Target[k], 10), strconv.FormatFloat(f.Alpha[k], 'f', 6, 64)})
 		}
 	}
 	if err := writeCSV(filepath.Join(dir, "flows.csv"), flows); err != nil {

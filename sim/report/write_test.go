@@ -29,7 +29,7 @@ func TestWrite(t *testing.T) {
 	rows, err := csv.NewReader(f).ReadAll()
 	f.Close()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"flow", "time_ns", "sent_bps", "goodput_bps", "rate_bps"}, rows[0])
+	assert.Equal(t, []string{"flow", "time_ns", "sent_bps", "goodput_bps", "rate_bps", "target_bps", "alpha"}, rows[0])
 	assert.Len(t, rows, 1+2*res.Report.Samples)
 	for _, name := range []string{"rates.png", "queues.png"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
