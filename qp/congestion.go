@@ -23,10 +23,11 @@ type Congestion struct {
 	// LineRate is the port's rate in bit/s, where rate control starts and
 	// which it never exceeds.
 	LineRate int64
-	// Burst is how far ahead of its paced slot the requester may send after
-	// an idle spell: 0 paces every packet exactly (the simulator); a real
-	// link's timers wake in tens of microseconds, so it lets a burst of
-	// that length go at once and the average still holds.
+	// Burst is how far ahead of its paced slot the requester may send,
+	// and how much credit an idle spell leaves: 0 paces every packet
+	// exactly (the simulator); a real clock's timers wake up to a
+	// millisecond late, so a real link lets that much go early and the
+	// average still holds.
 	Burst Time
 	// DCQCN holds the reaction point's parameters.
 	DCQCN DCQCNParams

@@ -41,9 +41,18 @@ func wireLen(out *Outgoing) int {
 	return n
 }
 
-// paceAllows reports whether the pacer lets a request packet go at now.
+// paceAllows reports whether the pacer lets a request packet go at now:
+// at its slot, or up to Burst before it (a real clock's timers cannot wake
+// the requester for slots closer together than they are late).
 func (q *QP) paceAllows(now Time) bool {
-	return q.pace.rc == nil || now >= q.pace.next
+	if q.pace.rc == nil {
+		return true
+	}
+	ahead := Time(0)
+	if q.cfg.Congestion != nil {
+		ahead = q.cfg.Congestion.Burst
+	}
+	return now >= q.pace.next-ahead
 }
 
 // paceSent charges a request packet that went out at now to the pacer.
@@ -126,7 +135,11 @@ func (q *QP) paceDeadline() Time {
 	}
 	d := p.rc.Deadline()
 	if p.held {
-		d = min(d, p.next)
+		ahead := Time(0)
+		if q.cfg.Congestion != nil {
+			ahead = q.cfg.Congestion.Burst
+		}
+		d = min(d, p.next-ahead)
 	}
 	return d
 }

@@ -175,7 +175,11 @@ func (q *QP) reqTransmit(now Time, out *Outgoing) bool {
 	}
 	sent := q.reqBuild(now, out)
 	if !sent {
-		q.pace.owed = false // nothing waits: no catching up later
+		// Out of work: no catching up later. (Held by the window or the
+		// read credits, the work still waits, and so do its slots.)
+		if _, w := q.reqPeek(q.req.idx); w == nil {
+			q.pace.owed = false
+		}
 	}
 	return sent
 }

@@ -220,3 +220,39 @@ func TestCongestionParams(t *testing.T) {
 	c.Engine.DCQCN.RPGGD = 3
 	assert.ErrorIs(t, d.SetCongestion(c), ErrInvalid)
 }
+
+// TestPacingWithBurstNeverOutrunsTheRate: with a Burst (real links: 1 ms)
+// the requester may send up to Burst ahead of its slots and make up slots
+// a late caller missed, but over any stretch it never sends more than the
+// rate allows plus Burst's worth; and it makes up for a caller that comes
+// late (here the test network ticks only every 2.5 ms, later than Burst).
+func TestPacingWithBurstNeverOutrunsTheRate(t *testing.T) {
+	const rate = 1_000_000_000
+	ca := enabled()
+	ca.Engine.Burst = qp.Millisecond
+	ca.Engine.DCQCN.RateToSetOnFirstCNP = rate
+	ca.Engine.DCQCN.RPGTimeReset = qp.Second
+	ca.Engine.DCQCN.RPGByteReset = 0
+	p := newCCPair(t, ca, enabled())
+	p.da.mu.Lock()
+	p.da.qps[p.a.qp.QPN()].q.ReceiveCNP(0)
+	p.da.mu.Unlock()
+	var sent int64
+	var last qp.Time
+	p.n.filter = func(from, to *Device, f []byte) bool {
+		if from == p.da {
+			sent += int64(len(f) + 24)
+			last = p.n.now
+			allowed := int64(rate/8) * int64(p.n.now+qp.Millisecond) / int64(qp.Second)
+			require.LessOrEqual(t, sent, allowed+int64(len(f)+24), "at %d ns", p.n.now)
+		}
+		return true
+	}
+	for i := range 4 {
+		p.write(t, uint64(i), 256<<10)
+	}
+	p.n.pumpStep = 2500 * qp.Microsecond
+	p.n.poll(t, p.a.scq, 4)
+	// 1 MiB and headers at 1 Gb/s take 8.6 ms; late ticks cost nothing.
+	assert.InDelta(t, float64(sent*8)/rate*1e9, float64(last), float64(3*qp.Millisecond))
+}

@@ -15,14 +15,14 @@ import (
 // QP set to a rate by a CNP (rate_to_set_on_first_cnp, no increases), 64
 // KiB WRITEs kept in flight. It reports the payload rate achieved against
 // the rate set (goodput/rate: a little below 1 is right, as the rate
-// counts headers too; the pacer lets 50 us ahead after idling, as
+// counts headers too; the pacer sends up to 1 ms ahead of its slots, as
 // `softroce --dcqcn` sets it on real links).
 func BenchmarkPacedWrite(b *testing.B) {
 	for _, mbps := range []int64{200, 1000, 5000} {
 		b.Run(fmt.Sprintf("%dMbps", mbps), func(b *testing.B) {
 			cc := DefaultCongestion()
 			cc.Enable()
-			cc.Engine.Burst = 50 * qp.Microsecond
+			cc.Engine.Burst = qp.Millisecond
 			cc.Engine.DCQCN.RateToSetOnFirstCNP = mbps * 1_000_000
 			cc.Engine.DCQCN.RPGTimeReset = 3600 * qp.Second
 			cc.Engine.DCQCN.RPGByteReset = 0
