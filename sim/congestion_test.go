@@ -97,14 +97,7 @@ func TestCongestionCaptureInTshark(t *testing.T) {
 	sc.Workloads = sc.Workloads[:2]
 	sc.Workloads[0].Count, sc.Workloads[1].Count = 4, 4
 	sc.Workloads[1].Start = 0
-	sc.Expect = ExpectSpec{}
-	path := filepath.Join(t.TempDir(), "cc.pcapng")
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	res, err := RunWith(sc, 1, Options{Pcap: f})
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	require.True(t, res.OK(), res.Failures())
+	res, path := runCaptured(t, sc)
 	cnps := res.Devices["h0"]["np_cnp_sent"]
 	require.Positive(t, cnps)
 
@@ -159,14 +152,7 @@ func TestPFCCaptureInTshark(t *testing.T) {
 	sc, err := Load("../testdata/scenarios/pfc-victim.json")
 	require.NoError(t, err)
 	sc.Workloads[0].Count, sc.Workloads[1].Count = 4, 4
-	sc.Expect = ExpectSpec{}
-	path := filepath.Join(t.TempDir(), "pfc.pcapng")
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	res, err := RunWith(sc, 1, Options{Pcap: f})
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	require.True(t, res.OK(), res.Failures())
+	res, path := runCaptured(t, sc)
 	var xoff, xon uint64
 	for _, c := range res.PFC {
 		xoff += c.XOffSent
@@ -225,4 +211,19 @@ func TestPFCDeadlockIsAViolation(t *testing.T) {
 	assert.Contains(t, v.Details[0], "PFC deadlock: s0->s1 s1->s2")
 	assert.False(t, verdict(res, invStatus).OK)
 	assert.Positive(t, res.ByStatus["RETRY_EXC_ERR"])
+}
+
+// runCaptured runs sc (expecting nothing beyond the invariants) with seed
+// 1, writing a capture, and returns the result and the capture's path.
+func runCaptured(t *testing.T, sc *Scenario) (*Result, string) {
+	t.Helper()
+	sc.Expect = ExpectSpec{}
+	path := filepath.Join(t.TempDir(), "run.pcapng")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	res, err := RunWith(sc, 1, Options{Pcap: f})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.True(t, res.OK(), res.Failures())
+	return res, path
 }

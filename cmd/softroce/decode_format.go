@@ -109,9 +109,16 @@ func appendCounts(b []byte, c decodeCounts, asJSON bool) []byte {
 
 // begin starts a packet line with the frame number and times.
 func (d *decoder) begin(frame int, rel time.Duration, ts time.Time) {
+	d.beginType("packet", frame, rel, ts)
+}
+
+// beginType starts a line of JSON type typ ("packet", "pause").
+func (d *decoder) beginType(typ string, frame int, rel time.Duration, ts time.Time) {
 	b := d.b[:0]
 	if d.json {
-		b = append(b, `{"type":"packet","file":`...)
+		b = append(b, `{"type":"`...)
+		b = append(b, typ...)
+		b = append(b, `","file":`...)
 		b = append(b, d.file...)
 		b = append(b, `,"frame":`...)
 		b = strconv.AppendInt(b, int64(frame), 10)
@@ -131,17 +138,10 @@ func (d *decoder) begin(frame int, rel time.Duration, ts time.Time) {
 // pause writes a PFC PAUSE frame's line.
 func (d *decoder) pause(frame int, rel time.Duration, ts time.Time, f []byte, enable uint16, times *[8]uint16) {
 	mac := net.HardwareAddr(f[6:12]).String()
-	b := d.b[:0]
+	d.beginType("pause", frame, rel, ts)
+	b := d.b
 	if d.json {
-		b = append(b, `{"type":"pause","file":`...)
-		b = append(b, d.file...)
-		b = append(b, `,"frame":`...)
-		b = strconv.AppendInt(b, int64(frame), 10)
-		b = append(b, `,"time":`...)
-		b = appendSeconds(b, rel)
-		b = append(b, `,"ts":"`...)
-		b = ts.UTC().AppendFormat(b, time.RFC3339Nano)
-		b = append(b, `","src":"`...)
+		b = append(b, `,"src":"`...)
 		b = append(b, mac...)
 		b = append(b, `","class_enable":`...)
 		b = strconv.AppendUint(b, uint64(enable), 10)
@@ -154,9 +154,6 @@ func (d *decoder) pause(frame int, rel time.Duration, ts time.Time, f []byte, en
 		}
 		b = append(b, "]}\n"...)
 	} else {
-		b = strconv.AppendInt(b, int64(frame), 10)
-		b = append(b, ' ')
-		b = appendSeconds(b, rel)
 		b = append(b, ' ')
 		b = append(b, mac...)
 		b = append(b, " PAUSE"...)
