@@ -181,7 +181,9 @@
 // them, relative to the scenario), so the same network and flows run in
 // both; sim/report sets the FCTs side by side.
 //
-// A switch with "pfc" is lossless (netsim's pfc.go): past XOff bytes
+// A switch with "pfc" is lossless (netsim's pfc.go; CS6 and CS7 frames,
+// CNPs among them, go by a strict-priority queue that PAUSEs do not stop):
+// past XOff bytes
 // queued from an ingress port it pauses that port's upstream with 802.1Qbb
 // PAUSE frames, which the capture shows; pauses spread hop by hop; only a
 // headroom overflow drops. Result.PFC counts PAUSEs and XONs per switch,

@@ -14,9 +14,13 @@ import (
 // (a PAUSE of time 0) comes once the count falls to XOn. Frames that keep
 // arriving while the pause takes effect land in the headroom; a frame that
 // would overflow XOff + Headroom is dropped (drop_headroom), the one loss
-// a lossless network can still have. One class is lossless here, priority
-// 3, where RoCE runs; everything on a PFC link shares it (CNPs and ACKs
-// included), where real deployments give CNPs their own priority.
+// a lossless network can still have. Frames of DSCP classes 6 and 7 (CS6,
+// where CNPs go, and network control) wait in a queue of their own that
+// goes first (strict priority), is never paused and does not count towards
+// XOFF; everything else is the lossless class, paused as priority 3 (where
+// RoCE runs; softroce's data carries DSCP 0 unless its address vector's
+// traffic class says otherwise, so the simulator does not map DSCP to
+// priority further).
 
 // PFCPriority is the priority the simulated lossless class uses.
 const PFCPriority = 3
@@ -63,11 +67,13 @@ type switchPFC struct {
 	counters PFCCounters
 }
 
-// lossless is a PFC port's state: its own FIFO and serializer, which a
-// PAUSE stops.
+// lossless is a PFC port's state: its own FIFOs and serializer, which a
+// PAUSE stops for the lossless class.
 type lossless struct {
-	wait        []waiting
+	wait        []waiting // the lossless class
 	head        int
+	hi          []waiting // other priorities: first, never paused
+	hiHead      int
 	ctrl        [][]byte // PAUSE frames to send ahead of the queue
 	serving     bool
 	cur         waiting // the frame being serialized
@@ -236,7 +242,8 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
 		return false
 	}
-	if sw, ok := p.net.nodes[p.from].(*Switch); ok && !sw.admit(in, n) {
+	lossless := dscpClass(frame) < 6
+	if sw, ok := p.net.nodes[p.from].(*Switch); ok && lossless && !sw.admit(in, n) {
 		p.counters.DropQueue++
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
 		return false
@@ -248,7 +255,13 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 		copy(buf, frame)
 	}
 	l := p.lossless
-	l.wait = append(l.wait, waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), in: in})
+	w := waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), in: in}
+	if lossless {
+		l.wait = append(l.wait, w)
+	} else {
+		w.in = -1 // not counted towards XOFF
+		l.hi = append(l.hi, w)
+	}
 	p.queueBytes += n
 	p.counters.MaxQueueBytes = max(p.counters.MaxQueueBytes, p.queueBytes)
 	p.serve()
@@ -273,6 +286,15 @@ func (p *Pipe) serve() {
 		p.net.loop.Call(end, p.net.serialID, uint64(p.index))
 		return
 	}
+	if l.hiHead < len(l.hi) {
+		w := l.hi[l.hiHead]
+		l.hiHead++
+		if l.hiHead == len(l.hi) {
+			l.hi, l.hiHead = l.hi[:0], 0
+		}
+		p.start(w, now)
+		return
+	}
 	if l.head == len(l.wait) {
 		l.wait, l.head = l.wait[:0], 0
 		return
@@ -290,6 +312,12 @@ func (p *Pipe) serve() {
 		k := copy(l.wait, l.wait[l.head:])
 		l.wait, l.head = l.wait[:k], 0
 	}
+	p.start(w, now)
+}
+
+// start serializes the waiting frame w from now.
+func (p *Pipe) start(w waiting, now Time) {
+	l := p.lossless
 	end := now + p.serialization(int(w.n))
 	l.serving, l.cur = true, w
 	p.busyUntil = end
@@ -491,4 +519,19 @@ func (n *Network) PFCDeadlock() []*Pipe {
 		}
 	}
 	return append(found[lo:], found[:lo]...)
+}
+
+// dscpClass is a frame's DSCP class selector (DSCP/8); 0 for frames that
+// are not IP.
+func dscpClass(f []byte) int {
+	if len(f) < 16 {
+		return 0
+	}
+	switch uint16(f[12])<<8 | uint16(f[13]) {
+	case 0x0800:
+		return int(f[15] >> 5)
+	case 0x86DD:
+		return int((f[14]<<4 | f[15]>>4) >> 5)
+	}
+	return 0
 }

@@ -133,3 +133,46 @@ func TestPFCStormAndWatchdog(t *testing.T) {
 	s2 := n.AddSwitch("s", 0)
 	assert.Error(t, s2.SetPFC(bad), "detect without restore")
 }
+
+// TestPFCStrictPriorityClass: frames of DSCP class 6 (CNPs' CS6) go by a
+// queue of their own that a PAUSE does not stop, ahead of the lossless
+// class's frames, which wait out the pause.
+func TestPFCStrictPriorityClass(t *testing.T) {
+	l := NewLoop()
+	n := NewNetwork(l)
+	rx := &recorder{loop: l}
+	dst := n.AddNode("dst", rx)
+	a := n.AddNode("a", &recorder{loop: l})
+	sw := n.AddSwitch("sw", 0)
+	pc := PipeConfig{Bandwidth: 10e9, Delay: Microsecond}
+	pa, _ := n.Connect(a, sw.ID(), pc, pc)
+	pd, _ := n.Connect(dst, sw.ID(), pc, pc)
+	require.NoError(t, n.Route(map[NodeID][]Addr{dst: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}}}))
+	require.NoError(t, sw.SetPFC(PFC{XOff: 50_000, XOn: 20_000, Headroom: 20_000, Quanta: 2000}))
+	require.NoError(t, pd.SendPause(2000)) // dst pauses the switch's port for ~100 us at 10 Gb/s
+	l.RunUntil(5 * Microsecond)
+	cs6 := ectFrame(200, 99, 0)
+	cs6[15] = 48 << 2
+	cs6[24], cs6[25] = 0, 0
+	fixCsum(cs6)
+	pa.Send(roceFrame(macB, macA, ipB, 200, 1))
+	pa.Send(cs6)
+	l.RunUntil(Never)
+	require.Len(t, rx.seqs, 2)
+	assert.Equal(t, []uint32{99, 1}, rx.seqs, "the CS6 frame passes the paused data frame")
+	assert.Less(t, rx.times[0], 20*Microsecond)
+	assert.Greater(t, rx.times[1], 90*Microsecond)
+}
+
+// fixCsum recomputes an IPv4 frame's header checksum.
+func fixCsum(f []byte) {
+	f[24], f[25] = 0, 0
+	var s uint32
+	for i := 14; i < 34; i += 2 {
+		s += uint32(f[i])<<8 | uint32(f[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	f[24], f[25] = byte(^s>>8), byte(^s)
+}

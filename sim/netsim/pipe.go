@@ -184,6 +184,9 @@ func (p *Pipe) BusyUntil() Time {
 	for _, w := range l.wait[l.head:] {
 		t += p.serialization(int(w.n))
 	}
+	for _, w := range l.hi[l.hiHead:] {
+		t += p.serialization(int(w.n))
+	}
 	return t
 }
 
