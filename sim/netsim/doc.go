@@ -1,6 +1,7 @@
 // Package netsim is the simulator's discrete-event network: a virtual clock
 // and event loop, seeded random streams, and links and switches that delay,
-// queue, drop, duplicate, reorder, corrupt and ECN-mark Ethernet frames.
+// queue, drop, duplicate, reorder, corrupt, ECN-mark and (with PFC) pause
+// Ethernet frames.
 //
 // Everything runs on one goroutine. Events are ordered by (virtual time,
 // scheduling sequence number); randomness comes from streams derived from one
@@ -9,10 +10,13 @@
 // any machine.
 //
 // A link direction (Pipe) models an output port and a wire: frames wait in a
-// bounded drop-tail queue (marked CE by RED when SetECN installs it), are serialized at the link's bandwidth, propagate
-// for the link's delay, and pass through the direction's fault model and
-// partition state. A Switch forwards frames by destination MAC (or, for
-// addresses it has not been told, destination IP) to the egress Pipe of the
-// port that leads to that host; its per-port output queues are those Pipes'
-// queues.
+// bounded drop-tail queue (marked CE by RED when SetECN installs it), are
+// serialized at the link's bandwidth, propagate for the link's delay, and
+// pass through the direction's fault model and partition state. A Switch
+// forwards frames by destination MAC (or, for addresses it has not been
+// told, destination IP) to the egress Pipe of the port that leads to that
+// host, spreading them by ECMP where several ports do; its per-port output
+// queues are those Pipes' queues. A switch with PFC (pfc.go) makes its
+// ports and their peers lossless: frames wait in the port until a PAUSE
+// lifts, and the switch sends 802.1Qbb PAUSEs upstream past XOFF.
 package netsim
