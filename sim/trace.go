@@ -89,7 +89,7 @@ func (r *recorder) network(ev *netsim.TraceEvent) {
 	b = append(b, " crc="...)
 	b = strconv.AppendUint(b, uint64(ev.CRC()), 16)
 	var fr packet.Frame // a local: see icrcOK
-	if packet.ParseFrame(ev.Frame, &fr) == nil && len(fr.Transport) >= packet.BTHLen {
+	if packet.ParseFrameUnverified(ev.Frame, &fr) == nil && len(fr.Transport) >= packet.BTHLen {
 		bth := packet.BTH(fr.Transport)
 		b = append(b, ' ')
 		b = append(b, bth.Opcode().String()...)
