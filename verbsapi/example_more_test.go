@@ -47,9 +47,11 @@ func Example_uc() {
 	a, b, stop := pairOf(verbsapi.UC)
 	defer stop()
 	copy(a.mr.Bytes(), "unreliable")
+	// WRITE with immediate consumes a receive, and UC drops a message that
+	// finds none (no RNR, no retry): post it first.
+	check(b.qp.PostRecv(&verbsapi.RecvWR{ID: 2}))
 	check(a.qp.PostSend(&verbsapi.SendWR{ID: 1, Opcode: verbsapi.WRWriteImm, Flags: verbsapi.SendSignaled,
 		SGL: []verbsapi.SGE{a.mr.SGE(0, 10)}, RemoteAddr: b.mr.Addr() + 100, RKey: b.mr.RKey(), Imm: 7}))
-	check(b.qp.PostRecv(&verbsapi.RecvWR{ID: 2})) // WRITE with immediate consumes a receive
 	sent, recv := a.wait(), b.wait()
 	fmt.Println(sent.Opcode, sent.Status)
 	fmt.Println(recv.Opcode, recv.Status, recv.Imm)
