@@ -256,3 +256,25 @@ func TestPacingWithBurstNeverOutrunsTheRate(t *testing.T) {
 	// 1 MiB and headers at 1 Gb/s take 8.6 ms; late ticks cost nothing.
 	assert.InDelta(t, float64(sent*8)/rate*1e9, float64(last), float64(3*qp.Millisecond))
 }
+
+// FuzzCongestionSet: any NAME=VALUE string sets a valid setting or is
+// refused; a device refuses, never panics on, the settings that result.
+func FuzzCongestionSet(f *testing.F) {
+	for _, s := range []string{"rp_ai_rate=20", "roce_np=1", "np_min_time_between_cnps=2.5", "rp_gd=99", "x", "line_rate=1e7", "pace_burst=-1"} {
+		f.Add(s)
+	}
+	d, err := New(Config{Name: "fz", IPv4: ipA})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, s string) {
+		c := DefaultCongestion()
+		if c.Set(s) != nil {
+			return
+		}
+		_ = d.SetCongestion(c)
+		for _, p := range c.Params() {
+			if p[0] == "" {
+				t.Fatal("a setting without a name")
+			}
+		}
+	})
+}

@@ -184,7 +184,11 @@ func parseSecondsNs(s string) (netsim.Time, error) {
 // whole second (the HPCC generator starts flows at 2 s); 0 when unknown.
 func firstStartSecond(data []byte) netsim.Time {
 	first := netsim.Never
-	for _, l := range fields(data)[1:] {
+	lines := fields(data)
+	if len(lines) == 0 {
+		return 0
+	}
+	for _, l := range lines[1:] {
 		if len(l) == 6 {
 			if t, err := parseSecondsNs(l[5]); err == nil {
 				first = min(first, t)

@@ -61,3 +61,30 @@ func TestParseSecondsNs(t *testing.T) {
 		assert.Error(t, err, s)
 	}
 }
+
+// FuzzHPCCFiles: the HPCC topology and flow-file readers take any bytes
+// without panicking, and what they accept is within their bounds.
+func FuzzHPCCFiles(f *testing.F) {
+	f.Add([]byte("5 2 4\n3 4\n0 3 100Gbps 1000ns 0.000000\n1 3 100Gbps 1000ns 0\n2 4 100Gbps 2000ns 0\n3 4 400Gbps 1000ns 0\n"),
+		[]byte("2\n0 2 3 100 5000 2.000001\n1 2 3 100 200000 2.000002500\n"))
+	f.Add([]byte("1 0 0\n\n"), []byte("0\n"))
+	f.Add([]byte("3 1 9999999\n2\n"), []byte("1\n0 1 3 100 -5 x\n"))
+	f.Fuzz(func(t *testing.T, topo, flows []byte) {
+		h := &HPCCTopologySpec{File: "t", data: topo}
+		var sc Scenario
+		if err := h.expand(&sc); err == nil {
+			if len(sc.Hosts)+len(sc.Switches) > maxHosts+maxGeneratedHosts {
+				t.Fatalf("%d nodes accepted", len(sc.Hosts)+len(sc.Switches))
+			}
+		}
+		hosts := map[string]int{"h0": 0, "h1": 1, "h2": 2}
+		fl, err := hpccFlows("f", flows, firstStartSecond(flows), hosts)
+		if err == nil {
+			for _, x := range fl {
+				if x.size < 1 || x.size > maxFlowSize || x.at < 0 || x.src == x.dst {
+					t.Fatalf("accepted %+v", x)
+				}
+			}
+		}
+	})
+}
