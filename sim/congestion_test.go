@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/sim/netsim"
 )
 
 func verdict(res *Result, name string) Verdict {
@@ -226,4 +227,17 @@ func runCaptured(t *testing.T, sc *Scenario) (*Result, string) {
 	require.NoError(t, f.Close())
 	require.True(t, res.OK(), res.Failures())
 	return res, path
+}
+
+// TestSummaryNamesCongestion: the text summary has a congestion line when
+// there was ECN, DCQCN or PFC activity, and none otherwise.
+func TestSummaryNamesCongestion(t *testing.T) {
+	r := &Result{}
+	assert.NotContains(t, r.Summary(), "congestion:")
+	r.Network.ECNMarked = 5
+	r.Devices = map[string]map[string]uint64{"h0": {"np_cnp_sent": 3}, "h1": {"rp_cnp_handled": 3}}
+	assert.Contains(t, r.Summary(), "congestion: 5 ECN-marked, 3 CNPs sent, 3 handled\n")
+	r.PFC = map[string]netsim.PFCCounters{"s0": {XOffSent: 2, XOnSent: 1, Storms: 1, DropWatchdog: 9}}
+	r.Deadlocks = []Deadlock{{}}
+	assert.Contains(t, r.Summary(), "; PFC 2 XOFF 1 XON, 0 headroom drops, 1 storms (9 dropped), 1 deadlocks\n")
 }

@@ -160,6 +160,9 @@ func (r *Result) Summary() string {
 	n := r.Network
 	fmt.Fprintf(&b, "network: %d sent, %d delivered, dropped %d queue %d loss %d burst %d partition, %d corrupted, %d duplicated, %d reordered\n",
 		n.Sent, n.Delivered, n.DropQueue, n.DropLoss, n.DropBurst, n.DropPartition, n.Corrupted, n.Duplicated, n.Reordered)
+	if line := r.congestionLine(); line != "" {
+		b.WriteString(line)
+	}
 	for _, v := range r.Verdicts {
 		state := "ok"
 		if !v.OK {
@@ -208,4 +211,31 @@ func percentiles(s []int64) Latency {
 		Count: len(s), Min: s[0], P50: at(0.5), P90: at(0.9), P99: at(0.99), P999: at(0.999),
 		Max: s[len(s)-1], Mean: sum / int64(len(s)),
 	}
+}
+
+// congestionLine summarizes ECN, DCQCN and PFC activity, or is empty when
+// there was none.
+func (r *Result) congestionLine() string {
+	var cnps, cuts uint64
+	for _, d := range r.Devices {
+		cnps += d["np_cnp_sent"]
+		cuts += d["rp_cnp_handled"]
+	}
+	var pfc netsim.PFCCounters
+	for _, c := range r.PFC {
+		pfc.XOffSent += c.XOffSent
+		pfc.XOnSent += c.XOnSent
+		pfc.DropHeadroom += c.DropHeadroom
+		pfc.Storms += c.Storms
+		pfc.DropWatchdog += c.DropWatchdog
+	}
+	if r.Network.ECNMarked == 0 && cnps == 0 && r.PFC == nil {
+		return ""
+	}
+	s := fmt.Sprintf("congestion: %d ECN-marked, %d CNPs sent, %d handled", r.Network.ECNMarked, cnps, cuts)
+	if r.PFC != nil {
+		s += fmt.Sprintf("; PFC %d XOFF %d XON, %d headroom drops, %d storms (%d dropped), %d deadlocks",
+			pfc.XOffSent, pfc.XOnSent, pfc.DropHeadroom, pfc.Storms, pfc.DropWatchdog, len(r.Deadlocks))
+	}
+	return s + "\n"
 }
