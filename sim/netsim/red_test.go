@@ -16,14 +16,7 @@ func ectFrame(n int, seq uint32, ecn uint8) []byte {
 	f := roceFrame(macB, macA, ipB, n, seq)
 	f[15] = ecn
 	f[22] = 64
-	var s uint32
-	for i := 14; i < 34; i += 2 {
-		s += uint32(f[i])<<8 | uint32(f[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	f[24], f[25] = byte(^s>>8), byte(^s)
+	fixCsum(f)
 	return f
 }
 
