@@ -14,17 +14,6 @@ type notifier struct {
 // reads it.
 var cnpPad [packet.CNPPadLen]byte
 
-// ECNOf returns the ECN codepoint of an IPv4 or IPv6 header.
-func ECNOf(ip []byte) uint8 {
-	switch {
-	case len(ip) >= 20 && ip[0]>>4 == 4:
-		return ip[1] & 3
-	case len(ip) >= 40 && ip[0]>>4 == 6:
-		return ip[1] >> 4 & 3
-	}
-	return packet.ECNNotECT
-}
-
 // npReceive counts a CE mark on a packet the QP accepted for processing
 // and, if the device's notification point is on, queues a CNP to the
 // sending QP unless one went less than MinTimeBetweenCNPs ago. Only
@@ -32,7 +21,7 @@ func ECNOf(ip []byte) uint8 {
 // is not an ordinary QP (0, 1, the multicast QPN) never gets one: older
 // kernels read out of bounds on an unknown opcode to QPN 0xFFFFFF.
 func (q *QP) npReceive(now Time, in *Incoming) {
-	if ECNOf(in.IPHeader) != packet.ECNCE {
+	if packet.IPECN(in.IPHeader) != packet.ECNCE {
 		return
 	}
 	q.counters.NpECNMarkedRocePackets++

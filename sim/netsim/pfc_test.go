@@ -1,10 +1,13 @@
 package netsim
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/packet"
 )
 
 // pfcIncast: two senders at 10 Gb/s into one 10 Gb/s port through a PFC
@@ -166,12 +169,5 @@ func TestPFCStrictPriorityClass(t *testing.T) {
 // fixCsum recomputes an IPv4 frame's header checksum.
 func fixCsum(f []byte) {
 	f[24], f[25] = 0, 0
-	var s uint32
-	for i := 14; i < 34; i += 2 {
-		s += uint32(f[i])<<8 | uint32(f[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	f[24], f[25] = byte(^s>>8), byte(^s)
+	binary.BigEndian.PutUint16(f[24:], packet.IPv4HeaderChecksum(f[14:34]))
 }
