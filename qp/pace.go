@@ -48,11 +48,16 @@ func (q *QP) paceAllows(now Time) bool {
 	if q.pace.rc == nil {
 		return true
 	}
-	ahead := Time(0)
-	if q.cfg.Congestion != nil {
-		ahead = q.cfg.Congestion.Burst
+	return now >= q.pace.next-q.paceBurst()
+}
+
+// paceBurst is the device's Congestion.Burst (0 without congestion
+// control).
+func (q *QP) paceBurst() Time {
+	if q.cfg.Congestion == nil {
+		return 0
 	}
-	return now >= q.pace.next-ahead
+	return q.cfg.Congestion.Burst
 }
 
 // paceSent charges a request packet that went out at now to the pacer.
@@ -63,10 +68,7 @@ func (q *QP) paceSent(now Time, out *Outgoing) {
 	}
 	n := wireLen(out)
 	p.rc.Sent(now, n)
-	burst := Time(0)
-	if q.cfg.Congestion != nil {
-		burst = q.cfg.Congestion.Burst
-	}
+	burst := q.paceBurst()
 	if !p.owed || burst == 0 {
 		// Exact pacing (Burst 0, the simulator's) never sends ahead of
 		// the rate: a slot missed is lost.
@@ -135,11 +137,7 @@ func (q *QP) paceDeadline() Time {
 	}
 	d := p.rc.Deadline()
 	if p.held {
-		ahead := Time(0)
-		if q.cfg.Congestion != nil {
-			ahead = q.cfg.Congestion.Burst
-		}
-		d = min(d, p.next-ahead)
+		d = min(d, p.next-q.paceBurst())
 	}
 	return d
 }

@@ -218,13 +218,12 @@ func (r *Report) WindowMean(series []float64, from, until netsim.Time) float64 {
 	return s / float64(hi-lo)
 }
 
-// checkSharing checks the scenario's fairness and queue expectations
-// against the report.
+// checkSharing checks the scenario's fairness, rate and queue
+// expectations against the report.
 func (run *runState) checkSharing() {
 	ex := run.w.sc.Expect
 	r := run.report
 	if r == nil {
-		run.checkFCT()
 		return
 	}
 	for _, fs := range ex.Fair {
@@ -262,7 +261,6 @@ func (run *runState) checkSharing() {
 				from, until, total/1e9, float64(fs.MinTotal)/1e9, strings.Join(parts, ", "))
 		}
 	}
-	run.checkFCT()
 	for _, rb := range ex.Rates {
 		i := slices.IndexFunc(r.Flows, func(f FlowReport) bool { return f.Name == rb.Flow })
 		if i < 0 {

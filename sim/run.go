@@ -541,6 +541,7 @@ func (run *runState) checkExpect(res *Result) {
 		return t
 	}
 	run.checkSharing()
+	run.checkFCT()
 	seen := sometimes(res, dev)
 	for _, s := range ex.Sometimes {
 		ok, known := seen[s]
