@@ -147,3 +147,31 @@ func TestDevinfoErrors(t *testing.T) {
 		assert.Contains(t, errOut, c.msg, "%v", c.args)
 	}
 }
+
+// TestDevinfoCongestion: --dcqcn and --cc reach the device, devinfo
+// --congestion lists the settings under mlx5's names and the counters, and
+// a bad setting is refused with the names that exist.
+func TestDevinfoCongestion(t *testing.T) {
+	code, out, errOut := runCmd(t, "devinfo", "--congestion", "--dcqcn", "--cc", "rp_ai_rate=20", "--cc", "np_min_time_between_cnps=2")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"roce_np:", "roce_rp:", "ecn:", "rp_ai_rate:", "np_cnp_sent:", "rp_cnp_ignored:"} {
+		assert.Contains(t, out, want)
+	}
+	field := func(name string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == name+":" {
+				return strings.Join(f[1:], " ")
+			}
+		}
+		return ""
+	}
+	assert.Equal(t, "1", field("roce_rp"))
+	assert.Equal(t, "20 Mbps", field("rp_ai_rate"))
+	assert.Equal(t, "2 us", field("np_min_time_between_cnps"))
+	assert.Equal(t, "1000 us", field("pace_burst"), "real links pace with a 1 ms burst")
+
+	code, _, errOut = runCmd(t, "devinfo", "--cc", "rp_ia_rate=20")
+	assert.Equal(t, exitTrouble, code)
+	assert.Contains(t, errOut, "--cc")
+	assert.Contains(t, errOut, "rp_ai_rate", "the error lists the names")
+}
