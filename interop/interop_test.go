@@ -42,73 +42,13 @@ type suite struct {
 }
 
 func TestInterop(t *testing.T) {
-	if os.Getenv("SOFTROCE_INTEROP") != "1" {
-		t.Skip("set SOFTROCE_INTEROP=1 to boot kernel rxe in QEMU (needs root, /dev/net/tun); see interop/run.sh")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("interop needs root for network namespaces and TAPs")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("interop needs /dev/net/tun")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTTL)
-	defer cancel()
-
-	start := time.Now()
-	img, err := BuildImage(ctx, DefaultCacheDir())
-	require.NoError(t, err)
-	t.Logf("image ready in %v", time.Since(start).Round(time.Millisecond))
-
-	s := &suite{ctx: ctx, outDir: os.Getenv("SOFTROCE_INTEROP_OUT")}
-	if s.outDir == "" {
-		s.outDir = t.TempDir()
-	}
-	require.NoError(t, os.MkdirAll(s.outDir, 0o755))
-	s.softroce = filepath.Join(t.TempDir(), "softroce")
-	build := exec.CommandContext(ctx, "go", "build", "-o", s.softroce, "../cmd/softroce")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build softroce: %s", out)
-	s.libDir = buildDropIn(t, ctx)
-
-	s.net, err = NewNet(ctx, nsName, netip.MustParsePrefix(hostAddr))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, s.net.Close()) }()
-
-	// Boot both guests at once; each gets one vCPU of the two host cores.
-	vmDir := t.TempDir()
-	cfgs := []VMConfig{
-		{Name: "a", Tap: "vma", IP: netip.MustParsePrefix("10.77.1.2/24"), MAC: "52:54:00:77:01:02", Dir: vmDir},
-		// b has jumbo frames so that path MTU 4096 is possible against it
-		// (rxe's active MTU is the largest IB MTU below eth0's MTU).
-		{Name: "b", Tap: "vmb", IP: netip.MustParsePrefix("10.77.1.3/24"), MAC: "52:54:00:77:01:03", MTU: jumboMTU, Dir: vmDir},
-	}
-	vms := make([]*VM, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
-	for i, c := range cfgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vms[i], errs[i] = Boot(ctx, img, s.net, c)
-		}()
-	}
-	wg.Wait()
-	for i := range vms {
-		if vms[i] != nil {
-			defer vms[i].Close()
-		}
-	}
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	s.a, s.b = vms[0], vms[1]
-	t.Logf("boot: a ready in %v, b ready in %v (accel %v)", s.a.BootTime.Round(time.Millisecond), s.b.BootTime.Round(time.Millisecond), Accel())
-
+	skipUnlessInterop(t, "SOFTROCE_INTEROP", "interop/run.sh")
+	s := newSuite(t, suiteTTL, "")
 	t.Run("rxe0_ready", s.testReady)
 	for _, tr := range []string{"rc", "uc", "ud"} {
 		t.Run("guest_guest_"+tr, func(t *testing.T) { s.testGuestGuest(t, tr) })
 	}
-	has := func(sub string) bool { return exec.CommandContext(ctx, s.softroce, sub, "--help").Run() == nil }
+	has := func(sub string) bool { return exec.CommandContext(s.ctx, s.softroce, sub, "--help").Run() == nil }
 	var cases []hostCase
 	if has("pingpong") {
 		cases = append(cases, pingpongCase("rc"), pingpongCase("uc"), pingpongCase("ud"))
@@ -162,6 +102,79 @@ func TestInterop(t *testing.T) {
 			}
 		}
 	}
+}
+
+// skipUnlessInterop skips t unless env is 1 and the host can boot guests.
+func skipUnlessInterop(t *testing.T, env, script string) {
+	if os.Getenv(env) != "1" {
+		t.Skipf("set %s=1 to boot kernel rxe in QEMU (needs root, /dev/net/tun); see %s", env, script)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("interop needs root for network namespaces and TAPs")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("interop needs /dev/net/tun")
+	}
+}
+
+// newSuite builds the image, softroce and the drop-in, and boots both
+// guests (share, if not "", is a host folder each guest can mount over 9p); all of
+// it is torn down when t ends.
+func newSuite(t *testing.T, ttl time.Duration, share string) *suite {
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	t.Cleanup(cancel)
+
+	start := time.Now()
+	img, err := BuildImage(ctx, DefaultCacheDir())
+	require.NoError(t, err)
+	t.Logf("image ready in %v", time.Since(start).Round(time.Millisecond))
+
+	s := &suite{ctx: ctx, outDir: os.Getenv("SOFTROCE_INTEROP_OUT")}
+	if s.outDir == "" {
+		s.outDir = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(s.outDir, 0o755))
+	s.softroce = filepath.Join(t.TempDir(), "softroce")
+	build := exec.CommandContext(ctx, "go", "build", "-o", s.softroce, "../cmd/softroce")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build softroce: %s", out)
+	s.libDir = buildDropIn(t, ctx)
+
+	s.net, err = NewNet(ctx, nsName, netip.MustParsePrefix(hostAddr))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.net.Close()) })
+
+	// Boot both guests at once; each gets one vCPU of the two host cores.
+	vmDir := t.TempDir()
+	cfgs := []VMConfig{
+		{Name: "a", Tap: "vma", IP: netip.MustParsePrefix("10.77.1.2/24"), MAC: "52:54:00:77:01:02", Dir: vmDir, Share: share},
+		// b has jumbo frames so that path MTU 4096 is possible against it
+		// (rxe's active MTU is the largest IB MTU below eth0's MTU).
+		{Name: "b", Tap: "vmb", IP: netip.MustParsePrefix("10.77.1.3/24"), MAC: "52:54:00:77:01:03", MTU: jumboMTU, Dir: vmDir, Share: share},
+	}
+	vms := make([]*VM, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vms[i], errs[i] = Boot(ctx, img, s.net, c)
+		}()
+	}
+	wg.Wait()
+	for i := range vms {
+		if vms[i] != nil {
+			t.Cleanup(func() { _ = vms[i].Close() })
+		}
+	}
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	s.a, s.b = vms[0], vms[1]
+	t.Logf("boot: a ready in %v, b ready in %v (accel %v)", s.a.BootTime.Round(time.Millisecond), s.b.BootTime.Round(time.Millisecond), Accel())
+
+	return s
 }
 
 // knownBad lists the cases that fail against Debian's perftest 4.5+0.17 because

@@ -31,6 +31,9 @@ type VMConfig struct {
 	MemMB       int           // memory (0: 512)
 	Dir         string        // folder for the console log and command socket
 	BootTimeout time.Duration // qemu start to rxe0 ready (0: 90 s)
+	// Share is a host folder the guest may mount read-only over 9p
+	// (mount -t 9p -o trans=virtio host /mnt), or "" for none.
+	Share string
 }
 
 // Result is what a guest command returned.
@@ -115,6 +118,9 @@ func Boot(ctx context.Context, img Image, n *Net, cfg VMConfig) (*VM, error) {
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
 		"-serial", "unix:"+sock+",server=on,wait=off",
 	)
+	if cfg.Share != "" {
+		args = append(args, "-virtfs", "local,path="+cfg.Share+",mount_tag=host,security_model=none,readonly=on")
+	}
 	qctx, cancel := context.WithCancel(context.Background())
 	v := &VM{
 		Name: cfg.Name, IP: cfg.IP.Addr(), cfg: cfg, cancel: cancel,

@@ -1,0 +1,182 @@
+package interop
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLossCurve measures RDMA WRITE and READ goodput against random loss,
+// kernel rxe beside softroce under the same conditions: the same two guests
+// (same emulated CPUs), the same netem loss on both guests' sends (requests,
+// responses and acknowledgements alike), the same perftest parameters (64 KiB
+// messages, path MTU 1024, 128 outstanding, timeout 14, retry count 7).
+// First kernel rxe between the guests, then rdma_rxe is unloaded and
+// `softroce perf` runs between the same guests on its udp link. It is a
+// measurement, not part of CI: SOFTROCE_LOSSCURVE=1 bash interop/losscurve.sh.
+// The table goes to the log and to losscurve.json in SOFTROCE_INTEROP_OUT.
+func TestLossCurve(t *testing.T) {
+	skipUnlessInterop(t, "SOFTROCE_LOSSCURVE", "interop/losscurve.sh")
+	share := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(share, "softroce"), "../cmd/softroce")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // the guest has no Go toolchain's libc guarantees
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build softroce for the guests: %s", out)
+	s := newSuite(t, 60*time.Minute, share)
+
+	var points []lossPoint
+	for _, impl := range []string{"rxe", "softroce"} {
+		if impl == "softroce" {
+			for _, vm := range []*VM{s.a, s.b} {
+				r, err := vm.Run(s.ctx, "rdma link delete rxe0 && rmmod rdma_rxe && mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host && /mnt/host/softroce --help >/dev/null", 60*time.Second)
+				require.NoError(t, err)
+				require.Equal(t, 0, r.Status, "%s: unload rxe, mount the share: %s", vm.Name, r.Output)
+			}
+		}
+		for _, verb := range []string{"write", "read"} {
+			for _, loss := range lossLevels {
+				p := s.lossRun(t, impl, verb, loss)
+				t.Logf("%-8s %-5s loss %5s%%: %s", impl, verb, loss, p)
+				points = append(points, p)
+			}
+		}
+	}
+	for _, vm := range []*VM{s.a, s.b} {
+		_, _ = vm.Run(s.ctx, "tc qdisc del dev eth0 root", 10*time.Second)
+	}
+	t.Log("\n" + lossTable(points))
+	js, err := json.MarshalIndent(points, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(s.outDir, "losscurve.json"), js, 0o644))
+}
+
+// lossLevels are the issue's points, in netem's notation (percent).
+var lossLevels = []string{"0", "0.1", "1", "5", "10"}
+
+// lossIters keeps each run to a few seconds of loss-free transfer while
+// heavy loss still moves a few MB.
+var lossIters = map[string]int{"0": 2000, "0.1": 1000, "1": 300, "5": 60, "10": 30}
+
+// lossPoint is one run: who, what, how much loss, and the client's report.
+type lossPoint struct {
+	Impl    string  `json:"impl"` // rxe or softroce
+	Verb    string  `json:"verb"` // write or read
+	LossPct string  `json:"loss_pct"`
+	Iters   int     `json:"iters"`
+	MBps    float64 `json:"mb_per_s"` // the client's BW average, MB/s (perftest's MiB)
+	Wall    float64 `json:"wall_s"`   // the client's run, connection set-up included
+	Error   string  `json:"error,omitempty"`
+}
+
+func (p lossPoint) String() string {
+	if p.Error != "" {
+		return "failed: " + p.Error
+	}
+	return fmt.Sprintf("%8.2f MB/s (%d x 64 KiB, %.1f s)", p.MBps, p.Iters, p.Wall)
+}
+
+var bwRowRE = regexp.MustCompile(`(?m)^\s*65536\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)`)
+
+// lossRun runs one bandwidth test between the guests, a the server and b
+// the client, with netem dropping loss percent of each guest's sends.
+func (s *suite) lossRun(t *testing.T, impl, verb, loss string) lossPoint {
+	p := lossPoint{Impl: impl, Verb: verb, LossPct: loss, Iters: lossIters[loss]}
+	netem := "tc qdisc del dev eth0 root 2>/dev/null; true"
+	if loss != "0" {
+		netem = "tc qdisc replace dev eth0 root netem loss " + loss + "%"
+	}
+	for _, vm := range []*VM{s.a, s.b} {
+		r, err := vm.Run(s.ctx, netem, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, 0, r.Status, "%s: %s: %s", vm.Name, netem, r.Output)
+	}
+	common := fmt.Sprintf("-s 65536 -n %d -m 1024", p.Iters)
+	server, client := "", ""
+	switch impl {
+	case "rxe":
+		server = fmt.Sprintf("ib_%s_bw -d rxe0 -x 1 %s", verb, common)
+		client = server + " " + s.a.IP.String()
+	default:
+		server = fmt.Sprintf("/mnt/host/softroce perf %s --addr %s %s", verb, s.a.IP, common)
+		client = fmt.Sprintf("/mnt/host/softroce perf %s --addr %s %s %s", verb, s.b.IP, common, s.a.IP)
+	}
+	const limit = 240 * time.Second
+	job, err := s.a.Start(s.ctx, server, limit+10*time.Second)
+	require.NoError(t, err)
+	defer job.Kill()
+	r, err := s.a.Run(s.ctx, waitListenScript, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 0, r.Status, "%s server never listened", impl)
+	cli, err := s.b.Run(s.ctx, client, limit)
+	require.NoError(t, err)
+	p.Wall = cli.Elapsed.Seconds()
+	if cli.Status != 0 {
+		job.Kill()
+	}
+	srv, err := job.Wait()
+	require.NoError(t, err)
+	m := bwRowRE.FindStringSubmatch(cli.Output)
+	switch {
+	case cli.Status == 137:
+		p.Error = fmt.Sprintf("not done in %v", limit)
+	case cli.Status != 0 || m == nil:
+		p.Error = fmt.Sprintf("client exit %d: %s", cli.Status, lastLines(cli.Output, 3))
+	default:
+		p.MBps, _ = strconv.ParseFloat(m[3], 64)
+	}
+	if p.Error != "" {
+		t.Logf("%s %s loss %s%%: server exit %d:\n%s\nclient:\n%s", impl, verb, loss, srv.Status, srv.Output, cli.Output)
+	}
+	return p
+}
+
+// lastLines returns s's last n non-empty lines, joined with " | ".
+func lastLines(s string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	return strings.Join(keep, " | ")
+}
+
+// lossTable prints the curve as the README shows it: one row per verb and
+// loss, kernel rxe beside softroce and their ratio.
+func lossTable(points []lossPoint) string {
+	at := map[string]lossPoint{}
+	for _, p := range points {
+		at[p.Impl+" "+p.Verb+" "+p.LossPct] = p
+	}
+	cell := func(p lossPoint) string {
+		if p.Error != "" {
+			return "failed"
+		}
+		return fmt.Sprintf("%.2f", p.MBps)
+	}
+	var b strings.Builder
+	b.WriteString("| verb | loss | kernel rxe MB/s | softroce MB/s | softroce / rxe |\n|---|---|---|---|---|\n")
+	for _, verb := range []string{"write", "read"} {
+		for _, loss := range lossLevels {
+			k, sr := at["rxe "+verb+" "+loss], at["softroce "+verb+" "+loss]
+			ratio := "-"
+			if k.Error == "" && sr.Error == "" && k.MBps > 0 {
+				ratio = fmt.Sprintf("%.2f", sr.MBps/k.MBps)
+			}
+			fmt.Fprintf(&b, "| %s | %s%% | %s | %s | %s |\n", verb, loss, cell(k), cell(sr), ratio)
+		}
+	}
+	return b.String()
+}
