@@ -24,10 +24,23 @@ type completer struct {
 	startedRetry bool
 	// deadline is when the retransmit timer fires, or Never.
 	deadline Time
+	// early is when an early retry starts (earlyretry.go), or Never: the
+	// deadline of askedPSN, the newest packet that asked for an answer.
+	// earlyShift doubles the wait per early retry until a fresh sample.
+	early      Time
+	askedPSN   uint32
+	earlyShift uint8
+	rtt        rttEstimator
+	// lastResp is when the completer last moved forward; lastSend when
+	// the requester last sent a packet.
+	lastResp, lastSend Time
+	// lossAt is when the requester last heard of a loss (lossHeard: ever).
+	lossAt    Time
+	lossHeard bool
 }
 
 func (c *completer) reset() {
-	*c = completer{deadline: Never, retryCnt: c.retryCnt, rnrRetry: c.rnrRetry}
+	*c = completer{deadline: Never, early: Never, retryCnt: c.retryCnt, rnrRetry: c.rnrRetry, rtt: rttEstimator{srtt: c.rtt.srtt, rttvar: c.rtt.rttvar}}
 }
 
 // resetRetry restores the retry counters after forward progress.
@@ -46,9 +59,12 @@ func (q *QP) compProgress(now Time) {
 	if q.attr.State == Err {
 		return
 	}
+	q.rttAcked(now)
 	q.comp.deadline = Never
 	if per := q.retransmitPeriod(); per != 0 && q.sendOutstanding() && !q.req.rnrWait {
 		q.comp.deadline = now + per
+	} else {
+		q.comp.early = Never
 	}
 }
 
@@ -146,6 +162,12 @@ func (q *QP) compReceive(now Time, in *Incoming) {
 		// Behind what is acknowledged already, or an out-of-order
 		// response inside a READ.
 		q.counters.DropStale++
+		if d > 0 && q.cfg.FastRecovery {
+			// A READ response went missing: ask again for the rest
+			// now, as rxe's completer does, not at a timer.
+			q.lossHeardAt(now)
+			q.compRetry(w, false)
+		}
 		return
 	}
 	switch pkt.Info().Kind {
@@ -201,11 +223,12 @@ func (q *QP) compAck(now Time, w *sendWQE, pkt *packet.Packet) {
 		q.req.needRetry = true
 		q.req.rnrWait = true
 		q.req.rnrUntil = now + Time(packet.RNRTimerNanos(syn.Value()))
-		q.comp.deadline = Never
+		q.comp.deadline, q.comp.early = Never, Never
 	case packet.AckTypeNAK:
 		switch syn.Value() {
 		case packet.NAKPSNSequenceError:
 			q.counters.RcvdSeqErr++
+			q.lossHeardAt(now)
 			// The PSN is the one the responder expects: everything
 			// before it arrived. That is forward progress, so a
 			// go-back-N already under way has done its work and this
@@ -217,6 +240,12 @@ func (q *QP) compAck(now Time, w *sendWQE, pkt *packet.Packet) {
 			if psnDiff(psn, q.comp.psn) > 0 {
 				q.comp.psn = psn
 				q.resetRetry()
+				q.rttAcked(now)
+			} else if q.resentLostAgain(psn) {
+				// Not charged to retry_cnt, as an early retry is not:
+				// the responder answers, and the timer still runs.
+				q.startRetry()
+				return
 			}
 			q.compRetry(w, false)
 		case packet.NAKInvalidRequest:
@@ -247,9 +276,15 @@ func (q *QP) compRetry(w *sendWQE, timeout bool) {
 	q.comp.retryCnt--
 	if psnDiff(q.req.maxPSN, q.comp.psn) > 0 {
 		q.counters.CompleterRetryErr++
-		q.req.needRetry = true
-		q.comp.startedRetry = true
+		q.startRetry()
 	}
+}
+
+// startRetry asks the requester to go back N before its next packet.
+func (q *QP) startRetry() {
+	q.req.needRetry = true
+	q.comp.startedRetry = true
+	q.comp.early = Never // the packets it resends set the next deadline
 }
 
 // compReadResponse scatters a READ response into w's SGL and completes the
@@ -359,6 +394,7 @@ func (q *QP) compTick(now Time) {
 	if q.req.rnrWait && now >= q.req.rnrUntil {
 		q.req.rnrWait = false
 	}
+	q.earlyTick(now)
 	if q.comp.deadline == Never || now < q.comp.deadline {
 		return
 	}
@@ -373,13 +409,14 @@ func (q *QP) compTick(now Time) {
 	if w.state != wqeProcessing && w.state != wqePending {
 		return
 	}
+	q.lossHeardAt(now)
 	q.compRetry(w, true)
 }
 
 // compDeadline returns when the send side next needs Tick: the retransmit
 // timer or the end of an RNR wait, whichever is first, or Never.
 func (q *QP) compDeadline() Time {
-	d := q.comp.deadline
+	d := min(q.comp.deadline, q.comp.early)
 	if q.req.rnrWait && q.req.rnrUntil < d {
 		d = q.req.rnrUntil
 	}

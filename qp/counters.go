@@ -30,6 +30,7 @@ type Counters struct {
 	DropRespBusy  uint64 // RC request dropped unprocessed: the response queue is full
 	NAKsSent      uint64 // all NAKs sent, any kind
 	Retransmits   uint64 // request packets sent again
+	EarlyRetries  uint64 // go-back-N started by a stalled round trip, before the local ACK timeout
 	// Congestion control, under mlx5's hw_counters names.
 	NpECNMarkedRocePackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received
 	NpCNPSent              uint64 // np_cnp_sent

@@ -36,6 +36,13 @@ type Config struct {
 	// Congestion is the device's congestion control (ECN notification and
 	// reaction points), shared by its QPs; nil: none.
 	Congestion *Congestion
+	// FastRecovery recovers from loss sooner than kernel rxe does (see
+	// recovery.go): the requester goes back N early when an answer is a few
+	// measured round trips late, and the responder NAKs a gap again when
+	// the requester's go-back-N came without the packet it lacks. Off, the
+	// QP retransmits and NAKs exactly when kernel rxe's would (replay needs
+	// that to match a capture).
+	FastRecovery bool
 }
 
 // Outgoing is a packet a QP wants sent. Pkt.Payload aliases registered memory

@@ -389,8 +389,15 @@ func (q *QP) buildRequest(now Time, w *sendWQE, out *Outgoing) bool {
 		q.req.psn = psnAdd(psn, 1)
 	}
 	w.sent += n
-	if psnDiff(psn, q.req.maxPSN) < 0 {
+	resent := psnDiff(psn, q.req.maxPSN) < 0
+	if resent {
 		q.counters.Retransmits++
+	}
+	if q.cfg.Type == RC {
+		q.comp.lastSend = now
+		if p.BTH.AckReq || w.isReadOrAtomic() {
+			q.reqAsked(now, psn, resent)
+		}
 	}
 	if psnDiff(q.req.psn, q.req.maxPSN) > 0 {
 		q.req.maxPSN = q.req.psn
@@ -475,6 +482,7 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 // again only for the bytes still missing.
 func (q *QP) reqRetry() {
 	q.req.needRetry = false
+	q.comp.rtt.timing = false // Karn: a resent PSN's answer times nothing
 	q.req.idx = q.sq.cons
 	q.req.psn = q.comp.psn
 	q.req.midMsg = false

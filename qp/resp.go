@@ -31,7 +31,10 @@ type responder struct {
 	msn        uint32 // messages completed, 24 bits
 	inMsg      msgKind
 	sentPSNNak bool // RC: a PSN sequence error NAK was sent; stay quiet until in order
-	dropMsg    bool // UC: drop packets until the next FIRST/ONLY
+	// nakSeen is the last out-of-order PSN since that NAK: one at or
+	// below it means the requester went back N (FastRecovery, recovery.go).
+	nakSeen uint32
+	dropMsg bool // UC: drop packets until the next FIRST/ONLY
 
 	// The receive WQE of the message being received, if it takes one.
 	wqe     *recvWQE
@@ -134,12 +137,16 @@ func (q *QP) rcReceive(p *packet.Packet, info *packet.OpcodeInfo) {
 	psn := p.BTH.PSN & psnMask
 	switch d := psnDiff(psn, r.psn); {
 	case d > 0:
-		// Class B: NAK once, then silence until the expected PSN shows up.
-		if !r.sentPSNNak {
+		// Class B: NAK once, then silence until the expected PSN shows
+		// up, or, with FastRecovery, until the requester's go-back-N
+		// comes round again without it.
+		again := q.cfg.FastRecovery && r.sentPSNNak && psnDiff(psn, r.nakSeen) <= 0
+		if !r.sentPSNNak || again {
 			r.sentPSNNak = true
 			q.counters.OutOfSeqRequest++
 			r.pushAck(packet.SyndromeNAKPSNSeq, r.psn)
 		}
+		r.nakSeen = psn
 		return
 	case d < 0:
 		q.counters.DuplicateRequest++

@@ -76,6 +76,7 @@ func (c *Counters) List() []Counter {
 		{"drop_qp_state", t.DropQPState},
 		{"naks_sent", t.NAKsSent},
 		{"retransmits", t.Retransmits},
+		{"early_retries", t.EarlyRetries},
 		{"np_ecn_marked_roce_packets", t.NpECNMarkedRocePackets},
 		{"np_cnp_sent", t.NpCNPSent},
 		{"rp_cnp_handled", t.RpCNPHandled},

@@ -266,39 +266,68 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(20, round), "WRITE, READ and SEND through two devices")
 }
 
+// TestDeadlineAndTick follows one WRITE, lost twice, through the device's
+// timers. The first loss is the first the requester hears of, so only the
+// local ACK timeout (timeout 14: 4.096us << 14, about 67 ms) resends it, as
+// kernel rxe's would. After that, with KernelRetry the timeout resends it
+// again; by default the early retry does, an eighth of the timeout later
+// (no round trip measured yet).
 func TestDeadlineAndTick(t *testing.T) {
-	da := newDev(t, "rxe0", macA, ipA, netip.Addr{}, 1500)
-	db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
-	a, b := connect(t, da, db, qp.RC, 8, 1024) // timeout 14: 4.096us << 14 ~ 67ms
-	am, _ := da.RegMR(a.pd, make([]byte, 100), 0)
-	bm, _ := db.RegMR(b.pd, make([]byte, 100), rwAll)
-	assert.Equal(t, qp.Never, da.Deadline(), "idle: no timer")
-	require.NoError(t, a.qp.PostSend(&qp.SendWR{Opcode: qp.WRWrite, Flags: qp.SendSignaled,
-		SGL: []qp.SGE{{Addr: am.Addr(), Length: 100, LKey: am.LKey()}}, RemoteAddr: bm.Addr(), RKey: bm.RKey()}))
-	frames := newNet().frames
-	const t0 = qp.Time(1e9)
-	k, more := da.Output(t0, frames)
-	require.Equal(t, 1, k)
-	assert.False(t, more)
-	dl := da.Deadline()
 	timeout := qp.Time(4096 << 14)
-	assert.InDelta(t, float64(t0+timeout), float64(dl), float64(timeout)/10, "retransmit timer armed")
+	for _, tc := range []struct {
+		name        string
+		kernelRetry bool
+		again       qp.Time
+		early       uint64
+	}{
+		{"kernel retry", true, timeout, 0},
+		{"early retry", false, timeout / 8, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 2, KernelRetry: tc.kernelRetry})
+			require.NoError(t, err)
+			db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
+			a, b := connect(t, da, db, qp.RC, 8, 1024)
+			am, _ := da.RegMR(a.pd, make([]byte, 100), 0)
+			bm, _ := db.RegMR(b.pd, make([]byte, 100), rwAll)
+			assert.Equal(t, qp.Never, da.Deadline(), "idle: no timer")
+			require.NoError(t, a.qp.PostSend(&qp.SendWR{Opcode: qp.WRWrite, Flags: qp.SendSignaled,
+				SGL: []qp.SGE{{Addr: am.Addr(), Length: 100, LKey: am.LKey()}}, RemoteAddr: bm.Addr(), RKey: bm.RKey()}))
+			frames := newNet().frames
+			const t0 = qp.Time(1e9)
+			k, more := da.Output(t0, frames)
+			require.Equal(t, 1, k)
+			assert.False(t, more)
+			dl := da.Deadline()
+			assert.Equal(t, t0+timeout, dl, "retransmit timer armed")
 
-	// The frame is lost. Before the deadline Tick does nothing; at it the
-	// request goes again.
-	da.Tick(dl - 1)
-	k, _ = da.Output(dl-1, frames)
-	assert.Zero(t, k)
-	da.Tick(dl)
-	k, _ = da.Output(dl, frames)
-	require.Equal(t, 1, k, "retransmitted")
-	assert.Equal(t, uint64(1), da.Counters().Retransmits)
-	db.HandleFrame(dl, frames[0])
-	k, _ = db.Output(dl, frames)
-	require.Equal(t, 1, k, "ACK")
-	da.HandleFrame(dl, frames[0])
-	assert.Equal(t, qp.Never, da.Deadline(), "acknowledged: timer stopped")
-	wcs := make([]qp.WC, 2)
-	require.Equal(t, 1, a.scq.Poll(wcs))
-	assert.Equal(t, qp.WCSuccess, wcs[0].Status)
+			// The frame is lost. Before the deadline Tick does nothing; at it the
+			// request goes again.
+			da.Tick(dl - 1)
+			k, _ = da.Output(dl-1, frames)
+			assert.Zero(t, k)
+			da.Tick(dl)
+			k, _ = da.Output(dl, frames)
+			require.Equal(t, 1, k, "retransmitted")
+			assert.Equal(t, uint64(1), da.Counters().Retransmits)
+
+			// Lost again: the next resend comes at the timeout, or early.
+			dl2 := da.Deadline()
+			assert.Equal(t, dl+tc.again, dl2, "next resend")
+			da.Tick(dl2)
+			k, _ = da.Output(dl2, frames)
+			require.Equal(t, 1, k, "retransmitted again")
+			assert.Equal(t, uint64(2), da.Counters().Retransmits)
+			assert.Equal(t, tc.early, da.Counters().EarlyRetries)
+
+			db.HandleFrame(dl2, frames[0])
+			k, _ = db.Output(dl2, frames)
+			require.Equal(t, 1, k, "ACK")
+			da.HandleFrame(dl2, frames[0])
+			assert.Equal(t, qp.Never, da.Deadline(), "acknowledged: timer stopped")
+			wcs := make([]qp.WC, 2)
+			require.Equal(t, 1, a.scq.Poll(wcs))
+			assert.Equal(t, qp.WCSuccess, wcs[0].Status)
+		})
+	}
 }
