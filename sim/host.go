@@ -183,6 +183,13 @@ func (k *hostTick) Fire(d uint64) {
 		return // superseded by an earlier tick
 	}
 	h.tickAt = netsim.Never
+	if h.dev.Deadline() > h.loop.Now() {
+		// The deadline moved later since this tick was set: nothing is
+		// due, and a service now would pull frames the wire has no room
+		// for yet.
+		h.arm()
+		return
+	}
 	h.lastTick = h.loop.Now()
 	h.dev.Tick(h.lastTick)
 	h.service()
