@@ -30,7 +30,8 @@ package qp
 // armed only within four local ACK timeouts of a loss the requester heard of
 // (a PSN sequence NAK, a timeout): on a path that loses nothing, however
 // deep its queues, the requester behaves as kernel rxe's. The wait never
-// exceeds an eighth of the local ACK timeout.
+// exceeds an eighth of the local ACK timeout, and where a few round trips
+// would (a slow peer, deep queues) there is no early retry at all.
 //
 // The responder, for its part, NAKs a gap once, as rxe's does, and once
 // more each time the requester's go-back-N comes back round without the
@@ -115,6 +116,11 @@ func (q *QP) earlyWait(now Time) Time {
 	w := per / 8
 	if e := q.comp.rtt; e.srtt > 0 {
 		w = max(4*e.srtt, e.srtt+4*e.rttvar, earlyRetryFloor)
+	}
+	if w > per/8 {
+		// Round trips this long (a slow peer, a deep queue): an early
+		// retry would be no earlier than a guess, and likely spurious.
+		return 0
 	}
 	return min(w<<q.comp.earlyShift, per/8)
 }
