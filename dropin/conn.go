@@ -78,6 +78,10 @@ type conn struct {
 	sendWR  verbsapi.SendWR
 	recvWR  verbsapi.RecvWR
 	slotBuf []byte // a ring slot being read (wqring.go)
+
+	// regions indexes the program's region mappings by file, for regions
+	// that can share one (mrshare.go).
+	regions map[fileID][]*regionMap
 }
 
 type connMR struct {

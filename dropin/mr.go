@@ -23,25 +23,64 @@ import (
 
 const mrPage = 4096 // proto.h's page: pieces are multiples of it
 
-// mrMapping is the daemon's mapping of a region's pages.
-type mrMapping struct {
-	base unsafe.Pointer // the whole page-rounded range
-	size uintptr
-	buf  []byte // exactly [addr, addr+length) of the program's region
+// regionMap is one mapping in the daemon of a program's pages: a range
+// of its own, the pieces side by side as in the program. Every region of
+// the program whose pages it already holds shares it (mrshare.go), so that
+// registering the same buffer, or parts of one, again costs no mapping.
+type regionMap struct {
+	base   unsafe.Pointer // the whole page-rounded range
+	size   uintptr
+	start  uint64        // the program's address of base
+	pieces []mappedPiece // in address order
 	// owner is the connection whose cap counts the mapping (mapRegion),
 	// nil for none; maps is how many mappings it counts.
 	owner *conn
 	maps  int64
+	refs  int // the mrMappings using it
 }
 
-// unmap unmaps the range and gives its bytes back to the owner's cap.
+// fileID names a file the daemon has mapped; while it is mapped, no other
+// file can have its device and inode numbers.
+type fileID struct{ dev, ino uint64 }
+
+// mappedPiece is where a piece of a regionMap comes from.
+type mappedPiece struct {
+	file            fileID
+	vaddr, off, len uint64
+}
+
+// mrMapping is one region's view of a regionMap.
+type mrMapping struct {
+	r   *regionMap
+	buf []byte // exactly [addr, addr+length) of the program's region
+}
+
+// view is the part of r that is [addr, addr+length) in the program.
+func (r *regionMap) view(addr, length uint64) *mrMapping {
+	r.refs++
+	whole := unsafe.Slice((*byte)(r.base), r.size)
+	lead := addr - r.start
+	return &mrMapping{r: r, buf: whole[lead : lead+length : lead+length]}
+}
+
+// unmap drops the view; the last one unmaps the range and gives its bytes
+// and mappings back to the owner's caps.
 func (m *mrMapping) unmap() {
-	if m.base != nil {
-		unix.MunmapPtr(m.base, m.size)
-		if m.owner != nil {
-			m.owner.releaseMR(uint64(m.size), m.maps)
-		}
-		m.base, m.buf = nil, nil
+	r := m.r
+	if r == nil {
+		return
+	}
+	m.r, m.buf = nil, nil
+	if r.refs--; r.refs == 0 {
+		r.unmap()
+	}
+}
+
+func (r *regionMap) unmap() {
+	unix.MunmapPtr(r.base, r.size)
+	if r.owner != nil {
+		r.owner.releaseMR(uint64(r.size), r.maps)
+		r.owner.forgetRegion(r)
 	}
 }
 
@@ -87,11 +126,12 @@ func checkPieces(r *wireRegMR, pieces []wireMRPiece, nfds int) (start, end uint6
 // lie within its file, and the file must stay that long: touching a page
 // past the end of a file raises SIGBUS, which would kill the daemon and
 // every program it serves. Hence checkPieceFile before the size check.
-func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error) {
+func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*regionMap, error) {
 	start, end, err := checkPieces(r, pieces, len(fds))
 	if err != nil {
 		return nil, err
 	}
+	m := &regionMap{size: uintptr(end - start), start: start, pieces: make([]mappedPiece, len(pieces))}
 	for i, p := range pieces {
 		if err := checkPieceFile(fds[i]); err != nil {
 			return nil, fmt.Errorf("piece %d: %w", i, err)
@@ -103,8 +143,8 @@ func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error
 		if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) < p.Offset+p.Len {
 			return nil, fmt.Errorf("piece %d: [%d, %d) is not within its file", i, p.Offset, p.Offset+p.Len)
 		}
+		m.pieces[i] = mappedPiece{file: fileID{st.Dev, st.Ino}, vaddr: p.VAddr, off: p.Offset, len: p.Len}
 	}
-	m := &mrMapping{size: uintptr(end - start)}
 	m.base, err = unix.MmapPtr(-1, 0, nil, m.size, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, fmt.Errorf("reserve %d bytes: %w", m.size, err)
@@ -120,9 +160,6 @@ func mapPieces(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapping, error
 		}
 		off += uintptr(p.Len)
 	}
-	whole := unsafe.Slice((*byte)(m.base), m.size)
-	lead := r.Addr - start
-	m.buf = whole[lead : lead+r.Length : lead+r.Length]
 	return m, nil
 }
 

@@ -77,6 +77,9 @@ func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapp
 	if err != nil {
 		return nil, syscall.EINVAL
 	}
+	if m := c.shareRegion(r, pieces, fds); m != nil {
+		return m, 0
+	}
 	maps := int64(len(pieces))
 	if errno := c.reserveMR(end-start, maps); errno != 0 {
 		return nil, errno
@@ -90,7 +93,8 @@ func (c *conn) mapRegion(r *wireRegMR, pieces []wireMRPiece, fds []int) (*mrMapp
 		return nil, syscall.EINVAL
 	}
 	m.owner, m.maps = c, maps
-	return m, 0
+	c.addRegion(m)
+	return m.view(r.Addr, r.Length), 0
 }
 
 // systemMRMaps is the mappings the kernel lets the server make

@@ -95,8 +95,10 @@ func TestDaemonMRCap(t *testing.T) {
 	pd := c.handle(opAllocPD, nil)
 	const base = 0x100000000000
 	fd := sparseMemfd(t, DefaultMaxConnMRBytes+8192)
+	// Each region is the file's pages at its own offset, so that none
+	// shares another's mapping (mrshare.go).
 	reg := func(addr, n uint64) (syscall.Errno, wireMR) {
-		return c.regMR(pd, addr, n, []wireMRPiece{{VAddr: addr, Len: n}}, fd)
+		return c.regMR(pd, addr, n, []wireMRPiece{{VAddr: addr, Len: n, Offset: addr - base}}, fd)
 	}
 
 	errno, _ := reg(base, DefaultMaxConnMRBytes+4096)
@@ -104,11 +106,13 @@ func TestDaemonMRCap(t *testing.T) {
 
 	errno, big := reg(base, DefaultMaxConnMRBytes-4096)
 	require.Zero(t, errno)
-	errno, small := reg(base, 4096)
+	errno, small := reg(base+DefaultMaxConnMRBytes-4096, 4096)
 	require.Zero(t, errno, "up to the cap")
 	assert.EqualValues(t, DefaultMaxConnMRBytes, d.mrBytes.Load())
-	errno, _ = reg(base, 4096)
+	errno, _ = reg(base+DefaultMaxConnMRBytes, 4096)
 	assert.Equal(t, syscall.ENOMEM, errno, "past the cap")
+	errno, _ = reg(base, 4096)
+	assert.Zero(t, errno, "pages the program has mapped already cost nothing")
 
 	// Another connection has a cap of its own.
 	other := dialDaemon(t, sock)
@@ -118,7 +122,7 @@ func TestDaemonMRCap(t *testing.T) {
 	other.uc.Close()
 
 	c.do(opDeregMR, enc(wireHandle{small.Handle}), nil)
-	errno, _ = reg(base, 4096)
+	errno, _ = reg(base+DefaultMaxConnMRBytes, 4096)
 	assert.Zero(t, errno, "deregistering gives the bytes back")
 
 	c.do(opDeregMR, enc(wireHandle{big.Handle}), nil)
