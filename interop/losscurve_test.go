@@ -21,7 +21,8 @@ import (
 // responses and acknowledgements alike), the same perftest parameters (64 KiB
 // messages, path MTU 1024, 128 outstanding, timeout 14, retry count 7).
 // First kernel rxe between the guests, then rdma_rxe is unloaded and
-// `softroce perf` runs between the same guests on its udp link. It is a
+// `softroce perf` runs between the same guests on its udp link, with its
+// own loss recovery and then with --kernel-retry (kernel rxe's). It is a
 // measurement, not part of CI: SOFTROCE_LOSSCURVE=1 bash interop/losscurve.sh.
 // The table goes to the log and to losscurve.json in SOFTROCE_INTEROP_OUT.
 func TestLossCurve(t *testing.T) {
@@ -34,8 +35,8 @@ func TestLossCurve(t *testing.T) {
 	s := newSuite(t, 60*time.Minute, share)
 
 	var points []lossPoint
-	for _, impl := range []string{"rxe", "softroce"} {
-		if impl == "softroce" {
+	for _, impl := range []string{"rxe", "softroce", "softroce-kernel-retry"} {
+		if impl == "softroce" { // from here on kernel rxe is gone
 			for _, vm := range []*VM{s.a, s.b} {
 				r, err := vm.Run(s.ctx, "rdma link delete rxe0 && rmmod rdma_rxe && mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host && /mnt/host/softroce --help >/dev/null", 60*time.Second)
 				require.NoError(t, err)
@@ -68,7 +69,7 @@ var lossIters = map[string]int{"0": 2000, "0.1": 1000, "1": 300, "5": 60, "10": 
 
 // lossPoint is one run: who, what, how much loss, and the client's report.
 type lossPoint struct {
-	Impl    string  `json:"impl"` // rxe or softroce
+	Impl    string  `json:"impl"` // rxe, softroce or softroce-kernel-retry
 	Verb    string  `json:"verb"` // write or read
 	LossPct string  `json:"loss_pct"`
 	Iters   int     `json:"iters"`
@@ -106,6 +107,9 @@ func (s *suite) lossRun(t *testing.T, impl, verb, loss string) lossPoint {
 		server = fmt.Sprintf("ib_%s_bw -d rxe0 -x 1 %s", verb, common)
 		client = server + " " + s.a.IP.String()
 	default:
+		if impl == "softroce-kernel-retry" {
+			common += " --kernel-retry"
+		}
 		server = fmt.Sprintf("/mnt/host/softroce perf %s --addr %s %s", verb, s.a.IP, common)
 		client = fmt.Sprintf("/mnt/host/softroce perf %s --addr %s %s %s", verb, s.b.IP, common, s.a.IP)
 	}
@@ -167,15 +171,15 @@ func lossTable(points []lossPoint) string {
 		return fmt.Sprintf("%.2f", p.MBps)
 	}
 	var b strings.Builder
-	b.WriteString("| verb | loss | kernel rxe MB/s | softroce MB/s | softroce / rxe |\n|---|---|---|---|---|\n")
+	b.WriteString("| verb | loss | kernel rxe MB/s | softroce MB/s | softroce / rxe | softroce --kernel-retry MB/s |\n|---|---|---|---|---|---|\n")
 	for _, verb := range []string{"write", "read"} {
 		for _, loss := range lossLevels {
-			k, sr := at["rxe "+verb+" "+loss], at["softroce "+verb+" "+loss]
+			k, sr, kr := at["rxe "+verb+" "+loss], at["softroce "+verb+" "+loss], at["softroce-kernel-retry "+verb+" "+loss]
 			ratio := "-"
 			if k.Error == "" && sr.Error == "" && k.MBps > 0 {
 				ratio = fmt.Sprintf("%.2f", sr.MBps/k.MBps)
 			}
-			fmt.Fprintf(&b, "| %s | %s%% | %s | %s | %s |\n", verb, loss, cell(k), cell(sr), ratio)
+			fmt.Fprintf(&b, "| %s | %s%% | %s | %s | %s | %s |\n", verb, loss, cell(k), cell(sr), ratio, cell(kr))
 		}
 	}
 	return b.String()
