@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # losscurve.sh: RDMA WRITE and READ goodput against loss (0.1-10%, netem on
 # both guests), kernel rxe beside softroce in the same two QEMU guests. A
-# measurement for the README, not part of CI: about 15 minutes under TCG.
+# measurement for the README, not part of CI: about 10 minutes under TCG (three runs per point, the median).
 # Needs root and /dev/net/tun, like run.sh. The table is logged and written
 # to $SOFTROCE_INTEROP_OUT/losscurve.json.
 set -euo pipefail

@@ -40,7 +40,7 @@ type completer struct {
 }
 
 func (c *completer) reset() {
-	*c = completer{deadline: Never, early: Never, retryCnt: c.retryCnt, rnrRetry: c.rnrRetry, rtt: rttEstimator{srtt: c.rtt.srtt, rttvar: c.rtt.rttvar}}
+	*c = completer{deadline: Never, early: Never, retryCnt: c.retryCnt, rnrRetry: c.rnrRetry, rtt: rttEstimator{srtt: c.rtt.srtt, rttvar: c.rtt.rttvar, peak: c.rtt.peak}}
 }
 
 // resetRetry restores the retry counters after forward progress.
@@ -163,10 +163,13 @@ func (q *QP) compReceive(now Time, in *Incoming) {
 		// response inside a READ.
 		q.counters.DropStale++
 		if d > 0 && q.cfg.FastRecovery {
-			// A READ response went missing: ask again for the rest
-			// now, as rxe's completer does, not at a timer.
+			// A READ response went missing (or this one is left over
+			// from before a retry): a loss heard of, which arms the
+			// early retry. Asking again at once, as rxe's completer
+			// does, spirals where responses run late: each retry's
+			// duplicates look like new gaps (RETRY_EXC_ERR in the
+			// emulated guests).
 			q.lossHeardAt(now)
-			q.compRetry(w, false)
 		}
 		return
 	}

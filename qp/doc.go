@@ -16,6 +16,12 @@
 // executes incoming requests and generates ACKs, NAKs and read/atomic
 // responses. Memory is reached only through the Memory interface.
 //
+// Loss recovery is rxe's go-back-N (PSN sequence NAKs, the local ACK timeout)
+// and, unless Config.FastRecovery is off, more (recovery.go): an early retry
+// when an answer is a few measured round trips late after a loss, and a
+// second NAK when a resend is lost again. Off, the engine retransmits and
+// NAKs exactly when rxe would.
+//
 // Congestion control runs in the same engine (congestion.go): a QP answers
 // CE-marked packets with CNPs (np.go), and a CNP starts its rate control
 // (dcqcn.go, behind the RateControl interface) and the pacer that holds its

@@ -14,7 +14,8 @@ package qp
 // round trips of sending it, of the last response or of the last packet
 // sent, whichever came later (a packet can wait behind others in the NIC's
 // queue; while the requester still sends, a loss gets its NAK and a lost
-// ACK is covered by the next): max(4 srtt, srtt + 4 rttvar), the round trip
+// ACK is covered by the next): max(4 srtt, srtt + 4 rttvar, twice the
+// largest recent round trip), the round trip
 // measured from such a packet to the response that covers it, one timed PSN
 // at a time and never a resent one (Karn's rule). When the newest of them
 // is still unanswered at its deadline, the requester goes back N from the
@@ -26,9 +27,12 @@ package qp
 // resends twice, the responder handles as any duplicate (ACKed again, a
 // READ re-read, an atomic answered from its responder resources), so a
 // spurious one costs bandwidth, never data; a whole window of it when a
-// queue builds up faster than the estimate follows. So early retries are
-// armed only within four local ACK timeouts of a loss the requester heard of
-// (a PSN sequence NAK, a timeout): on a path that loses nothing, however
+// queue builds up faster than the estimate follows, or where a CPU stalls
+// for tens of milliseconds now and then (the interop harness's emulated
+// guests, where early retries cost softroce a third of its goodput at 1-5%
+// loss; --kernel-retry turns them off). So early retries are armed only
+// within four local ACK timeouts of a loss the requester heard of (a PSN
+// sequence NAK, a timeout, a gap in a READ's responses): on a path that loses nothing, however
 // deep its queues, the requester behaves as kernel rxe's. The wait never
 // exceeds an eighth of the local ACK timeout, and where a few round trips
 // would (a slow peer, deep queues) there is no early retry at all.
@@ -56,10 +60,15 @@ type rttEstimator struct {
 	psn          uint32 // the timed PSN
 	sentAt       Time
 	srtt, rttvar Time // srtt 0: no sample yet
+	// peak is the largest recent sample, forgetting a sixteenth of
+	// itself per sample: round trips with rare long stalls (a descheduled
+	// CPU, an emulated one) have a small variance and a long tail.
+	peak Time
 }
 
 // sample adds one measured round trip.
 func (e *rttEstimator) sample(r Time) {
+	e.peak = max(r, e.peak-e.peak/16)
 	if e.srtt == 0 {
 		e.srtt, e.rttvar = r, r/2
 		return
@@ -115,7 +124,7 @@ func (q *QP) earlyWait(now Time) Time {
 	}
 	w := per / 8
 	if e := q.comp.rtt; e.srtt > 0 {
-		w = max(4*e.srtt, e.srtt+4*e.rttvar, earlyRetryFloor)
+		w = max(4*e.srtt, e.srtt+4*e.rttvar, 2*e.peak, earlyRetryFloor)
 	}
 	if w > per/8 {
 		// Round trips this long (a slow peer, a deep queue): an early
@@ -173,4 +182,7 @@ func (q *QP) resentLostAgain(psn uint32) bool {
 // retransmit timeout. It arms early retries for a while (earlyWait).
 func (q *QP) lossHeardAt(now Time) {
 	q.comp.lossHeard, q.comp.lossAt = true, now
+	if q.comp.early == Never && q.sendOutstanding() {
+		q.armEarly(now) // what is out already was sent before the loss
+	}
 }

@@ -19,7 +19,8 @@ func init() { register(newPerfCmd) }
 // perfOpts are the perf command's flags: perftest's options and the link.
 type perfOpts struct {
 	perftest.Options
-	lf *linkFlags
+	lf       *linkFlags
+	counters bool // --counters: the device's counters after the report
 }
 
 func newPerfCmd() *cobra.Command {
@@ -112,6 +113,7 @@ func newPerfVerbCmd(name string, verb perftest.Verb) *cobra.Command {
 	fs.StringVarP(&o.Conn, "connection", "c", "RC", "connection type: RC (or UC for write and send)")
 	fs.BoolVarP(&o.NoPeak, "noPeak", "N", false, "cancel peak-bw calculation")
 	fs.BoolVar(&o.DontXchg, "dont_xchg_versions", false, "do not exchange versions and MTU with the other side")
+	fs.BoolVar(&o.counters, "counters", false, "after the report, print the device's counters that are not zero (retransmits, NAKs, early_retries...)")
 	var cpuFreq bool
 	fs.BoolVarP(&cpuFreq, "CPU-freq", "F", false, "accepted for compatibility (there is no cycle counter to warn about)")
 	o.lf = addLinkFlags(cmd, linkFlags{Link: "udp"})
@@ -140,6 +142,15 @@ func runPerf(cctx context.Context, out io.Writer, o *perfOpts, peer string) erro
 			return usageError{err}
 		}
 		return exitError{exitFailed, err}
+	}
+	if o.counters {
+		c := vctx.Counters()
+		fmt.Fprintln(out, "device counters:")
+		for _, n := range c.List() {
+			if n.Value != 0 {
+				fmt.Fprintf(out, " %-28s %d\n", n.Name, n.Value)
+			}
+		}
 	}
 	return nil
 }
