@@ -2,8 +2,8 @@
 # losscurve.sh: RDMA WRITE and READ goodput against loss over UDP loopback,
 # two `softroce perf` processes, each dropping that share of its own sends
 # (--fault loss=P%), perftest's shape (64 KiB messages, path MTU 1024, 128
-# outstanding, timeout 14, retry count 7): softroce's loss recovery beside
-# --kernel-retry (kernel rxe's), in one run. The guests' curve against kernel
+# outstanding, timeout 14, retry count 7): softroce's default recovery
+# (kernel rxe's) beside --fast-recovery, in one run. The guests' curve against kernel
 # rxe itself is interop/losscurve.sh.
 #
 #   bash bench/losscurve.sh [-s SEED]
@@ -42,14 +42,14 @@ run() {
 
 iters() { case $1 in 0 | 0.1) echo 2000 ;; 1) echo 1000 ;; 5) echo 300 ;; *) echo 100 ;; esac; }
 
-echo "| verb | loss | softroce MB/s | --kernel-retry MB/s | ratio |"
+echo "| verb | loss | softroce MB/s | --fast-recovery MB/s | ratio |"
 echo "|---|---|---|---|---|"
 for verb in write read; do
 	for loss in 0 0.1 1 5 10; do
 		n=$(iters "$loss")
-		fast=$(run "$verb" "$loss" "$n")
-		kernel=$(run "$verb" "$loss" "$n" --kernel-retry)
-		ratio=$(awk -v a="$fast" -v b="$kernel" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.1f", a / b; else print "-" }')
-		echo "| $verb | $loss% | $fast | $kernel | $ratio |"
+		plain=$(run "$verb" "$loss" "$n")
+		fast=$(run "$verb" "$loss" "$n" --fast-recovery)
+		ratio=$(awk -v a="$fast" -v b="$plain" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.1f", a / b; else print "-" }')
+		echo "| $verb | $loss% | $plain | $fast | $ratio |"
 	done
 done

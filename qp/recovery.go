@@ -30,10 +30,12 @@ package qp
 // queue builds up faster than the estimate follows, or where a CPU stalls
 // for tens of milliseconds now and then (the interop harness's emulated
 // guests, where early retries cost softroce a third of its goodput at 1-5%
-// loss; --kernel-retry turns them off). So early retries are armed only
-// within four local ACK timeouts of a loss the requester heard of (a PSN
-// sequence NAK, a timeout, a gap in a READ's responses): on a path that loses nothing, however
-// deep its queues, the requester behaves as kernel rxe's. The wait never
+// loss, and where a flood of READ responses overran a slow receiver they
+// spiralled into RETRY_EXC_ERR). Hence FastRecovery is off unless asked
+// for (--fast-recovery). Early retries are armed only within four local
+// ACK timeouts of a loss the requester heard of (a PSN sequence NAK, a
+// timeout, a gap in a READ's responses): on a path that loses nothing,
+// however deep its queues, the requester behaves as kernel rxe's. The wait never
 // exceeds an eighth of the local ACK timeout, and where a few round trips
 // would (a slow peer, deep queues) there is no early retry at all.
 //
@@ -154,10 +156,14 @@ func (q *QP) earlyTick(now Time) {
 	if q.attr.State != RTS && q.attr.State != SQD {
 		return
 	}
-	if w := q.earlyWait(now); w != 0 && now < max(q.comp.lastResp, q.comp.lastSend)+w {
+	w := q.earlyWait(now)
+	if w == 0 {
+		return // disarmed since: the loss is long past, or round trips grew
+	}
+	if last := max(q.comp.lastResp, q.comp.lastSend); now < last+w {
 		// Answers are still coming, or the requester is still sending:
 		// a request lost now gets its NAK from the packets behind it.
-		q.comp.early = max(q.comp.lastResp, q.comp.lastSend) + w
+		q.comp.early = last + w
 		return
 	}
 	if !q.sendOutstanding() || q.req.rnrWait || q.req.needRetry || psnDiff(q.req.maxPSN, q.comp.psn) <= 0 {
@@ -178,8 +184,9 @@ func (q *QP) resentLostAgain(psn uint32) bool {
 		!q.req.needRetry && psnDiff(q.req.psn, psn) > 0
 }
 
-// lossHeardAt records evidence of loss at now: a PSN sequence NAK or a
-// retransmit timeout. It arms early retries for a while (earlyWait).
+// lossHeardAt records evidence of loss at now: a PSN sequence NAK, a
+// retransmit timeout, a gap in a READ's responses. It arms early retries
+// for a while (earlyWait).
 func (q *QP) lossHeardAt(now Time) {
 	q.comp.lossHeard, q.comp.lossAt = true, now
 	if q.comp.early == Never && q.sendOutstanding() {

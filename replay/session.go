@@ -137,7 +137,7 @@ func newSession(f *Flow, addr netip.Addr, o Options) (*session, error) {
 // host's QPN: QPNs are handed out in order, so QPs are created until it
 // comes up.
 func (s *session) device() error {
-	cfg := rxe.Config{Name: "rxe0", MTU: 1500, Seed: 1, KernelRetry: true}
+	cfg := rxe.Config{Name: "rxe0", MTU: 1500, Seed: 1} // kernel rxe's retransmission timing
 	if len(s.fromHost) > 0 {
 		cfg.MAC = s.fromHost[0].MAC
 	}

@@ -44,11 +44,11 @@ type Config struct {
 	// Congestion is the device's congestion control; nil means
 	// DefaultCongestion (all off). SetCongestion changes it later.
 	Congestion *Congestion
-	// KernelRetry makes RC QPs retransmit and NAK only when kernel rxe's
-	// would: on a PSN sequence NAK or the local ACK timeout, one NAK per
-	// gap (no qp.Config.FastRecovery). Replay sets it so that its packets
-	// can match a capture of kernel rxe.
-	KernelRetry bool
+	// FastRecovery gives RC QPs qp.Config.FastRecovery: early retries
+	// after a loss and a second NAK for a resend lost again. Off (the
+	// default), they retransmit and NAK exactly when kernel rxe's would,
+	// on a PSN sequence NAK or the local ACK timeout; replay relies on it.
+	FastRecovery bool
 }
 
 // Errors the device returns, wrapped with context.
@@ -65,16 +65,16 @@ var (
 
 // Device is a software RNIC: see the package documentation.
 type Device struct {
-	name        string
-	link        link.Link
-	mac         [6]byte
-	mtu         int
-	fixedSport  uint16
-	kernelRetry bool         // Config.KernelRetry
-	gids        []netip.Addr // 16-byte form, table order
-	gidIPs      []netip.Addr // the same, unmapped: what IP headers carry
-	attr        DeviceAttr
-	port        PortAttr
+	name         string
+	link         link.Link
+	mac          [6]byte
+	mtu          int
+	fixedSport   uint16
+	fastRecovery bool         // Config.FastRecovery
+	gids         []netip.Addr // 16-byte form, table order
+	gidIPs       []netip.Addr // the same, unmapped: what IP headers carry
+	attr         DeviceAttr
+	port         PortAttr
 
 	mu     sync.Mutex
 	keys   *rand.ChaCha8
@@ -177,20 +177,20 @@ func New(cfg Config) (*Device, error) {
 		binary.LittleEndian.PutUint64(key[8:], seed^0x736f6674726f6365)
 	}
 	d := &Device{
-		name:        cfg.Name,
-		link:        cfg.Link,
-		mac:         cfg.MAC,
-		mtu:         cfg.MTU,
-		fixedSport:  cfg.FixedSrcPort,
-		kernelRetry: cfg.KernelRetry,
-		keys:        rand.NewChaCha8(key),
-		events:      make(chan AsyncEvent, eventQueueLen),
-		mrs:         make([]mrSlot, 1, 64), // index 0 is never used
-		mrNext:      1,
-		qps:         make(map[uint32]*QP),
-		qpNext:      firstQPN,
-		earliest:    qp.Never,
-		loopBuf:     make([]byte, 0, maxFrameLen),
+		name:         cfg.Name,
+		link:         cfg.Link,
+		mac:          cfg.MAC,
+		mtu:          cfg.MTU,
+		fixedSport:   cfg.FixedSrcPort,
+		fastRecovery: cfg.FastRecovery,
+		keys:         rand.NewChaCha8(key),
+		events:       make(chan AsyncEvent, eventQueueLen),
+		mrs:          make([]mrSlot, 1, 64), // index 0 is never used
+		mrNext:       1,
+		qps:          make(map[uint32]*QP),
+		qpNext:       firstQPN,
+		earliest:     qp.Never,
+		loopBuf:      make([]byte, 0, maxFrameLen),
 	}
 	d.cc = DefaultCongestion()
 	if cfg.Congestion != nil {

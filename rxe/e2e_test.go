@@ -269,8 +269,8 @@ func TestDataPathDoesNotAllocate(t *testing.T) {
 // TestDeadlineAndTick follows one WRITE, lost twice, through the device's
 // timers. The first loss is the first the requester hears of, so only the
 // local ACK timeout (timeout 14: 4.096us << 14, about 67 ms) resends it, as
-// kernel rxe's would. After that, with KernelRetry the timeout resends it
-// again; by default the early retry does, an eighth of the timeout later
+// kernel rxe's would. After that, by default the timeout resends it
+// again; with FastRecovery the early retry does, an eighth of the timeout later
 // (no round trip measured yet).
 func TestDeadlineAndTick(t *testing.T) {
 	timeout := qp.Time(4096 << 14)
@@ -284,7 +284,7 @@ func TestDeadlineAndTick(t *testing.T) {
 		{"early retry", false, timeout / 8, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 2, KernelRetry: tc.kernelRetry})
+			da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 2, FastRecovery: !tc.kernelRetry})
 			require.NoError(t, err)
 			db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
 			a, b := connect(t, da, db, qp.RC, 8, 1024)

@@ -96,7 +96,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 		MaxSendWR: init.Cap.MaxSendWR, MaxRecvWR: init.Cap.MaxRecvWR,
 		MaxSendSGE: init.Cap.MaxSendSGE, MaxRecvSGE: init.Cap.MaxRecvSGE, MaxInline: init.Cap.MaxInline,
 		SigAll: init.SigAll, Memory: &x.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
-		Counters: &d.qpCnt, Congestion: &d.cc.Engine, FastRecovery: !d.kernelRetry,
+		Counters: &d.qpCnt, Congestion: &d.cc.Engine, FastRecovery: d.fastRecovery,
 		Events: func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
 	})
 	if err != nil {

@@ -11,9 +11,8 @@ import (
 
 // TestFastRecovery loses packets the way that costs kernel rxe a local ACK
 // timeout (timeout 14: about 67 ms) and checks that softroce's recovery
-// (qp.Config.FastRecovery, on unless Config.KernelRetry) needs no timer or
-// only a short one, while with KernelRetry the timeout is still what
-// recovers, as on kernel rxe. Time in this network moves only when nothing
+// (Config.FastRecovery) needs no timer or only a short one, while by
+// default the timeout is still what recovers, as on kernel rxe. Time in this network moves only when nothing
 // is in flight, to the next deadline.
 func TestFastRecovery(t *testing.T) {
 	const timeout = qp.Time(4096 << 14)
@@ -126,9 +125,9 @@ type recoveryPair struct {
 
 func newRecoveryPair(t *testing.T, kernelRetry bool) *recoveryPair {
 	t.Helper()
-	da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 5, KernelRetry: kernelRetry})
+	da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 5, FastRecovery: !kernelRetry})
 	require.NoError(t, err)
-	db, err := New(Config{Name: "rxe1", MAC: macB, IPv4: ipB, MTU: 1500, Seed: 6, KernelRetry: kernelRetry})
+	db, err := New(Config{Name: "rxe1", MAC: macB, IPv4: ipB, MTU: 1500, Seed: 6, FastRecovery: !kernelRetry})
 	require.NoError(t, err)
 	p := &recoveryPair{da: da, db: db}
 	p.a, p.b = connect(t, da, db, qp.RC, 64, 1024)

@@ -88,7 +88,7 @@
 //	  }],
 //	  "congestion": {"dcqcn": true,          // or "ecn", "np", "rp" one by one
 //	                 "params": {"rp_ai_rate": 20}},  // mlx5 names and units
-//	  "kernel_retry": false,                 // true: recover from loss only as kernel rxe does
+//	  "fast_recovery": false,                // true: recover from loss sooner than kernel rxe does
 //	  "expect": {"statuses": ["SUCCESS", "RETRY_EXC_ERR", "WR_FLUSH_ERR"],
 //	             "sometimes": ["retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 //	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss",

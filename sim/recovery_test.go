@@ -12,7 +12,7 @@ import (
 // TestLossRecoveryCurve measures RDMA WRITE and READ goodput against random
 // loss on both directions of a 10 Gb/s link, perftest's shape (64 KiB
 // messages, path MTU 1024, 128 outstanding, timeout 14, retry_cnt 7), with
-// softroce's loss recovery and with kernel rxe's (kernel_retry), three
+// softroce's fast recovery (fast_recovery) and with kernel rxe's, three
 // seeds each: softroce's must not be below (at 0.1% the two are equal to
 // within the few frames a different placement of the losses makes) and must
 // be well above where stalls dominate. The table is the simulator's half of the README's loss curve
@@ -36,13 +36,13 @@ func TestLossRecoveryCurve(t *testing.T) {
 			{"10%", 60, 4},
 		} {
 			var gbps [2]float64
-			for i, kernel := range []bool{true, false} {
+			for i, fast := range []bool{false, true} {
 				for seed := uint64(1); seed <= seeds; seed++ {
-					js := fmt.Sprintf(`{"name": "loss-%s-%s", "duration": "60s", "host_count": 2, "mtu": 1500, "kernel_retry": %v,
+					js := fmt.Sprintf(`{"name": "loss-%s-%s", "duration": "60s", "host_count": 2, "mtu": 1500, "fast_recovery": %v,
 					"links": [{"a": "h0", "b": "h1", "bandwidth": "10Gbps", "delay": "2us", "fault": "loss=%s"}],
 					"workloads": [{"from": ["h0"], "to": ["h1"], "ops": {%q: 1}, "size": {"fixed": 65536},
 						"count": %d, "window": 128, "timeout": 14, "retry_cnt": 7}]}`,
-						verb, tc.loss, kernel, tc.loss, verb, tc.count)
+						verb, tc.loss, fast, tc.loss, verb, tc.count)
 					sc, err := Parse([]byte(js))
 					require.NoError(t, err)
 					res, err := Run(sc, seed)

@@ -14,8 +14,8 @@ type rxeDevice struct {
 	frames []link.Frame
 }
 
-func newRxeDevice(h hostInfo, seed uint64, kernelRetry bool) (*rxeDevice, error) {
-	cfg := rxe.Config{Name: "rxe-" + h.Name, MAC: h.MAC, MTU: h.MTU, Seed: seed | 1, KernelRetry: kernelRetry}
+func newRxeDevice(h hostInfo, seed uint64, fastRecovery bool) (*rxeDevice, error) {
+	cfg := rxe.Config{Name: "rxe-" + h.Name, MAC: h.MAC, MTU: h.MTU, Seed: seed | 1, FastRecovery: fastRecovery}
 	if h.IP.Is4() {
 		cfg.IPv4 = h.IP
 	} else {

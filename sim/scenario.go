@@ -51,11 +51,11 @@ type Scenario struct {
 	Workloads []WorkloadSpec `json:"workloads"`
 	// Congestion turns on the hosts' ECN, CNPs and DCQCN (congestion.go).
 	Congestion *CongestionSpec `json:"congestion,omitempty"`
-	// KernelRetry makes the hosts retransmit and NAK only when kernel
-	// rxe's would (rxe.Config.KernelRetry), without softroce's faster
-	// loss recovery: for comparing the two.
-	KernelRetry bool       `json:"kernel_retry,omitempty"`
-	Expect      ExpectSpec `json:"expect,omitempty"`
+	// FastRecovery gives the hosts softroce's faster loss recovery
+	// (rxe.Config.FastRecovery); without it they retransmit and NAK when
+	// kernel rxe's would.
+	FastRecovery bool       `json:"fast_recovery,omitempty"`
+	Expect       ExpectSpec `json:"expect,omitempty"`
 }
 
 // ExpectSpec states what a run must show beyond the invariants.

@@ -66,9 +66,9 @@ type LinkConfig struct {
 	// Congestion, when set, is the devices' congestion control (ECN, CNPs,
 	// DCQCN); nil leaves it off, as kernel rxe has none.
 	Congestion *rxe.Congestion
-	// KernelRetry recovers from loss only as kernel rxe does
-	// (rxe.Config.KernelRetry): no early retries, one NAK per gap.
-	KernelRetry bool
+	// FastRecovery recovers from loss sooner than kernel rxe does
+	// (rxe.Config.FastRecovery): early retries, a second NAK.
+	FastRecovery bool
 }
 
 // Device is a started softroce device with its link, made by NewDevice or
@@ -133,7 +133,7 @@ func NewDevice(name string, cfg LinkConfig) (*Device, error) {
 		return fail(err)
 	}
 	cl.add(closeMW)
-	rc := rxe.Config{Name: name, Link: l, Seed: cfg.Seed, Congestion: cfg.Congestion, KernelRetry: cfg.KernelRetry}
+	rc := rxe.Config{Name: name, Link: l, Seed: cfg.Seed, Congestion: cfg.Congestion, FastRecovery: cfg.FastRecovery}
 	setAddr(&rc, addr)
 	if cfg.Addr6.IsValid() {
 		rc.IPv6 = cfg.Addr6
@@ -176,8 +176,8 @@ func NewDevicePair(nameA, nameB string, cfg LinkConfig) (a, b *Device, err error
 		linkB.Close()
 		return fail(err)
 	}
-	cfgA := rxe.Config{Name: nameA, Link: linkA, Seed: cfg.Seed, Congestion: cfg.Congestion, KernelRetry: cfg.KernelRetry}
-	cfgB := rxe.Config{Name: nameB, Link: linkB, Congestion: cfg.Congestion, KernelRetry: cfg.KernelRetry}
+	cfgA := rxe.Config{Name: nameA, Link: linkA, Seed: cfg.Seed, Congestion: cfg.Congestion, FastRecovery: cfg.FastRecovery}
+	cfgB := rxe.Config{Name: nameB, Link: linkB, Congestion: cfg.Congestion, FastRecovery: cfg.FastRecovery}
 	if cfg.Seed != 0 {
 		cfgB.Seed = cfg.Seed + 1
 	}

@@ -7,7 +7,7 @@ package main
 //	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 //	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME, --addr6,
 //	    --pcap FILE, --fault SPEC, --mtu, --no-gso, --gro, --dcqcn, --cc KEY=VALUE
-//	    and --kernel-retry
+//	    and --fast-recovery
 //	    with the given defaults.
 //	ctx, closeDev, err := openDevice(*lf, "rxe0")
 //	    verbsapi.NewDevice plus a context on it; closeDev closes both and
@@ -35,19 +35,19 @@ import (
 
 // linkFlags is what the link flags set.
 type linkFlags struct {
-	Link        string   // "udp", "tap" or "mem"
-	Addr        string   // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
-	PeerPort    uint16   // udp: the port datagrams go to (0: 4791)
-	NoGSO       bool     // udp: no segmentation offload (link.UDPOptions.NoGSO)
-	GRO         bool     // udp: receive offload (link.UDPOptions.GRO)
-	Tap         string   // tap: interface name ("" lets the kernel choose)
-	Addr6       string   // tap: an IPv6 address besides the IPv4 --addr ("" none)
-	Pcap        string   // capture file to write ("" none)
-	Fault       string   // fault spec (fault.Parse grammar; "" none)
-	MTU         int      // link MTU, largest IP packet (0: 1500)
-	DCQCN       bool     // congestion control on: ECN, CNPs, DCQCN
-	CC          []string // congestion settings, mlx5 names: rp_ai_rate=20
-	KernelRetry bool     // recover from loss only as kernel rxe does
+	Link         string   // "udp", "tap" or "mem"
+	Addr         string   // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
+	PeerPort     uint16   // udp: the port datagrams go to (0: 4791)
+	NoGSO        bool     // udp: no segmentation offload (link.UDPOptions.NoGSO)
+	GRO          bool     // udp: receive offload (link.UDPOptions.GRO)
+	Tap          string   // tap: interface name ("" lets the kernel choose)
+	Addr6        string   // tap: an IPv6 address besides the IPv4 --addr ("" none)
+	Pcap         string   // capture file to write ("" none)
+	Fault        string   // fault spec (fault.Parse grammar; "" none)
+	MTU          int      // link MTU, largest IP packet (0: 1500)
+	DCQCN        bool     // congestion control on: ECN, CNPs, DCQCN
+	CC           []string // congestion settings, mlx5 names: rp_ai_rate=20
+	FastRecovery bool     // recover from loss sooner than kernel rxe does
 
 	Seed      uint64 // device memory-key seed (0: random)
 	FaultSeed uint64 // fault model seed when the spec has none (0: 1)
@@ -73,7 +73,7 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.StringVar(&lf.Fault, "fault", def.Fault, `inject faults into sent frames, e.g. "loss=2%,reorder=1%" (keys: loss, dup, reorder, reorder_delay, corrupt, bits, delay, jitter, burst, seed)`)
 	fs.IntVar(&lf.MTU, "mtu", def.MTU, "link MTU, the largest IP packet (0: 1500)")
 	fs.BoolVar(&lf.DCQCN, "dcqcn", def.DCQCN, "congestion control: send ECN-capable packets, answer CE marks with CNPs, cut QP rates on CNPs (DCQCN, ConnectX's defaults)")
-	fs.BoolVar(&lf.KernelRetry, "kernel-retry", def.KernelRetry, "recover from loss only as kernel rxe does: resend on a PSN sequence NAK or the local ACK timeout, one NAK per gap (default: also an early retry after a few round trips without an answer, and a NAK again when a resend is lost)")
+	fs.BoolVar(&lf.FastRecovery, "fast-recovery", def.FastRecovery, "recover from loss sooner than kernel rxe: after a loss, go back N when an answer is a few measured round trips late, and NAK a gap again when a resend is lost too (default: resend only on a PSN sequence NAK or the local ACK timeout, as kernel rxe)")
 	fs.StringArrayVar(&lf.CC, "cc", def.CC, "congestion control setting `NAME=VALUE` under mlx5's names, repeatable (softroce devinfo lists them): roce_np=1, rp_ai_rate=20, np_min_time_between_cnps=50")
 	return &lf
 }
@@ -148,7 +148,7 @@ func (lf *linkFlags) config() (verbsapi.LinkConfig, error) {
 	}
 	return verbsapi.LinkConfig{Kind: lf.Link, Addr: ap, Addr6: addr6, PeerPort: lf.PeerPort, NoGSO: lf.NoGSO,
 		GRO: lf.GRO, Tap: lf.Tap, MTU: lf.MTU, Pcap: lf.Pcap, Fault: lf.Fault, FaultSeed: lf.FaultSeed,
-		Seed: lf.Seed, Congestion: cc, KernelRetry: lf.KernelRetry}, nil
+		Seed: lf.Seed, Congestion: cc, FastRecovery: lf.FastRecovery}, nil
 }
 
 // realPaceBurst is how far a paced QP may run ahead of its slot on a real

@@ -52,13 +52,13 @@ func TestAddLinkFlags(t *testing.T) {
 	lf := addLinkFlags(cmd, linkFlags{Addr: "10.0.0.9"})
 	assert.Equal(t, "mem", lf.Link, "default link")
 	cmd.SetArgs([]string{"--link", "udp", "--addr", "[::1]:4792", "--peer-port", "4793", "--tap", "t0",
-		"--pcap", "x.pcapng", "--fault", "loss=1%", "--mtu", "9000", "--kernel-retry"})
+		"--pcap", "x.pcapng", "--fault", "loss=1%", "--mtu", "9000", "--fast-recovery"})
 	require.NoError(t, cmd.Execute())
 	assert.Equal(t, linkFlags{Link: "udp", Addr: "[::1]:4792", PeerPort: 4793, Tap: "t0", Pcap: "x.pcapng",
-		Fault: "loss=1%", MTU: 9000, KernelRetry: true}, *lf)
+		Fault: "loss=1%", MTU: 9000, FastRecovery: true}, *lf)
 	lc, err := lf.config()
 	require.NoError(t, err)
-	assert.True(t, lc.KernelRetry, "--kernel-retry reaches the device's configuration")
+	assert.True(t, lc.FastRecovery, "--fast-recovery reaches the device's configuration")
 }
 
 // openDevicePair gives two started devices that talk, through faults, with
