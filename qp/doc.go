@@ -17,7 +17,7 @@
 // responses. Memory is reached only through the Memory interface.
 //
 // Loss recovery is rxe's go-back-N (PSN sequence NAKs, the local ACK timeout)
-// and, unless Config.FastRecovery is off, more (recovery.go): an early retry
+// and, with Config.FastRecovery, more (recovery.go): an early retry
 // when an answer is a few measured round trips late after a loss, and a
 // second NAK when a resend is lost again. Off, the engine retransmits and
 // NAKs exactly when rxe would.

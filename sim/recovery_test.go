@@ -12,10 +12,10 @@ import (
 // TestLossRecoveryCurve measures RDMA WRITE and READ goodput against random
 // loss on both directions of a 10 Gb/s link, perftest's shape (64 KiB
 // messages, path MTU 1024, 128 outstanding, timeout 14, retry_cnt 7), with
-// softroce's fast recovery (fast_recovery) and with kernel rxe's, three
-// seeds each: softroce's must not be below (at 0.1% the two are equal to
+// the default recovery (rxe's timers and NAKs) and with fast_recovery, three
+// seeds each: fast_recovery must not be below (at 0.1% the two are equal to
 // within the few frames a different placement of the losses makes) and must
-// be well above where stalls dominate. The table is the simulator's half of the README's loss curve
+// be well above where stalls dominate. The table is in the README
 // (go test ./sim -run TestLossRecoveryCurve -v).
 func TestLossRecoveryCurve(t *testing.T) {
 	if testing.Short() {
@@ -23,12 +23,12 @@ func TestLossRecoveryCurve(t *testing.T) {
 	}
 	const seeds = 3
 	var table strings.Builder
-	table.WriteString("| verb | loss | kernel rxe's recovery Gb/s | softroce's Gb/s | ratio |\n|---|---|---|---|---|\n")
+	table.WriteString("| verb | loss | default (rxe's timers and NAKs) Gb/s | fast_recovery Gb/s | ratio |\n|---|---|---|---|---|\n")
 	for _, verb := range []string{"WRITE", "READ"} {
 		for _, tc := range []struct {
 			loss  string
 			count int
-			gain  float64 // softroce's goodput at least this times kernel rxe's
+			gain  float64 // fast_recovery's goodput at least this times the default's
 		}{
 			{"0.1%", 2000, 0.99}, // a loss every ~8 messages: equal, within noise
 			{"1%", 1000, 4},
@@ -52,7 +52,7 @@ func TestLossRecoveryCurve(t *testing.T) {
 				}
 			}
 			fmt.Fprintf(&table, "| %s | %s | %.3f | %.3f | %.1f |\n", verb, tc.loss, gbps[0], gbps[1], gbps[1]/gbps[0])
-			assert.GreaterOrEqual(t, gbps[1], tc.gain*gbps[0], "%s at %s loss: softroce's recovery %.3f Gb/s, kernel rxe's %.3f", verb, tc.loss, gbps[1], gbps[0])
+			assert.GreaterOrEqual(t, gbps[1], tc.gain*gbps[0], "%s at %s loss: fast_recovery %.3f Gb/s, the default %.3f", verb, tc.loss, gbps[1], gbps[0])
 		}
 	}
 	t.Log("\n" + table.String())
