@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -28,11 +27,7 @@ import (
 // The table goes to the log and to losscurve.json in SOFTROCE_INTEROP_OUT.
 func TestLossCurve(t *testing.T) {
 	skipUnlessInterop(t, "SOFTROCE_LOSSCURVE", "interop/losscurve.sh")
-	share := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(share, "softroce"), "../cmd/softroce")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // the guest has no Go toolchain's libc guarantees
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build softroce for the guests: %s", out)
+	share := guestShare(t)
 	s := newSuite(t, 60*time.Minute, share)
 
 	var points []lossPoint
@@ -48,11 +43,7 @@ func TestLossCurve(t *testing.T) {
 	for _, impl := range impls {
 		if impl != "rxe" && !softroceUp { // from here on kernel rxe is gone
 			softroceUp = true
-			for _, vm := range []*VM{s.a, s.b} {
-				r, err := vm.Run(s.ctx, "rdma link delete rxe0 && rmmod rdma_rxe && mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host && /mnt/host/softroce --help >/dev/null", 60*time.Second)
-				require.NoError(t, err)
-				require.Equal(t, 0, r.Status, "%s: unload rxe, mount the share: %s", vm.Name, r.Output)
-			}
+			s.guestsToSoftroce(t)
 		}
 		for _, verb := range []string{"write", "read"} {
 			for _, loss := range levels {

@@ -28,11 +28,7 @@ import (
 // The table goes to the log and to sidebyside.json in SOFTROCE_INTEROP_OUT.
 func TestSideBySide(t *testing.T) {
 	skipUnlessInterop(t, "SOFTROCE_SIDEBYSIDE", "interop/sidebyside.sh")
-	share := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(share, "softroce"), "../cmd/softroce")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build softroce for the guests: %s", out)
+	share := guestShare(t)
 	s := newSuite(t, 40*time.Minute, share)
 	require.NotEmpty(t, s.libDir, "the drop-in library could not be built")
 	lib, err := os.ReadFile(filepath.Join(s.libDir, "libibverbs.so.1"))
@@ -43,11 +39,7 @@ func TestSideBySide(t *testing.T) {
 	var rows []sideRow
 	for _, impl := range []string{"rxe", "softroce"} {
 		if impl == "softroce" {
-			for _, vm := range []*VM{s.a, s.b} {
-				r, err := vm.Run(s.ctx, "rdma link delete rxe0 && rmmod rdma_rxe && mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host && /mnt/host/softroce --help >/dev/null", 60*time.Second)
-				require.NoError(t, err)
-				require.Equal(t, 0, r.Status, "%s: unload rxe, mount the share: %s", vm.Name, r.Output)
-			}
+			s.guestsToSoftroce(t)
 		}
 		for _, tc := range sideCases {
 			var vals []float64
@@ -145,4 +137,25 @@ func sideTable(rows []sideRow) string {
 		fmt.Fprintf(&b, "| %s | %.2f %s | %.2f %s | %.2f |\n", tc.prog, k.Median, tc.unit, sr.Median, tc.unit, sr.Median/k.Median)
 	}
 	return b.String()
+}
+
+// guestShare builds a static softroce into a folder the guests mount over
+// 9p (newSuite's share), for the measurements that run softroce inside them.
+func guestShare(t *testing.T) string {
+	share := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(share, "softroce"), "../cmd/softroce")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // no libc assumptions in the guest
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build softroce for the guests: %s", out)
+	return share
+}
+
+// guestsToSoftroce unloads kernel rxe in both guests (its UDP socket holds
+// port 4791) and mounts the share at /mnt/host.
+func (s *suite) guestsToSoftroce(t *testing.T) {
+	for _, vm := range []*VM{s.a, s.b} {
+		r, err := vm.Run(s.ctx, "rdma link delete rxe0 && rmmod rdma_rxe && mkdir -p /mnt/host && mount -t 9p -o trans=virtio,version=9p2000.L host /mnt/host && /mnt/host/softroce --help >/dev/null", 60*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, 0, r.Status, "%s: unload rxe, mount the share: %s", vm.Name, r.Output)
+	}
 }
