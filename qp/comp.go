@@ -24,7 +24,7 @@ type completer struct {
 	startedRetry bool
 	// deadline is when the retransmit timer fires, or Never.
 	deadline Time
-	// early is when an early retry starts (earlyretry.go), or Never: the
+	// early is when an early retry starts (recovery.go), or Never: the
 	// deadline of askedPSN, the newest packet that asked for an answer.
 	// earlyShift doubles the wait per early retry until a fresh sample.
 	early      Time
@@ -417,7 +417,8 @@ func (q *QP) compTick(now Time) {
 }
 
 // compDeadline returns when the send side next needs Tick: the retransmit
-// timer or the end of an RNR wait, whichever is first, or Never.
+// timer, an early retry (FastRecovery) or the end of an RNR wait, whichever
+// is first, or Never.
 func (q *QP) compDeadline() Time {
 	d := min(q.comp.deadline, q.comp.early)
 	if q.req.rnrWait && q.req.rnrUntil < d {
