@@ -61,6 +61,13 @@ var cmToolCases = []cmToolCase{
 	{"ib_write_lat_R", []string{"ib_write_lat", "-R", "-F", "-n", "50"}, []string{"ib_write_lat", "-R", "-F", "-n", "50", "ADDR"}, "t_typical", false, false},
 	{"rdma_xserver", []string{"rdma_xserver"}, []string{"rdma_xclient", "-s", "ADDR"}, "end 0", false, false},
 	{"cmtime", []string{"cmtime", "-b", "ADDR"}, []string{"cmtime", "-s", "ADDR", "-c", "20"}, "disconnect", true, false},
+	// rsockets: librdmacm's stream protocol over RC, verified data; -T a
+	// waits in rpoll, -T b blocks in rsend/rrecv; riostream writes into
+	// the peer's riomap'd buffer.
+	{"rstream", []string{"rstream", "-T", "v", "-S", "65536", "-C", "100"}, []string{"rstream", "-s", "ADDR", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
+	{"rstream_async", []string{"rstream", "-T", "a", "-T", "v", "-S", "100000", "-C", "50"}, []string{"rstream", "-s", "ADDR", "-T", "a", "-T", "v", "-S", "100000", "-C", "50"}, "custom", false, false},
+	{"rstream_blocking", []string{"rstream", "-T", "b", "-T", "v", "-S", "1000", "-C", "200"}, []string{"rstream", "-s", "ADDR", "-T", "b", "-T", "v", "-S", "1000", "-C", "200"}, "custom", false, false},
+	{"riostream", []string{"riostream", "-T", "v", "-S", "65536", "-C", "100"}, []string{"riostream", "-s", "ADDR", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
 	{"qperf_cm1", []string{"qperf"}, []string{"qperf", "-cm1", "-t", "1", "ADDR", "rc_bw", "rc_rdma_read_lat"}, "latency", true, true},
 }
 
@@ -73,7 +80,7 @@ func TestDebianRdmacmTools(t *testing.T) {
 		t.Skip("program pairs: not with -short (CI runs them without)")
 	}
 	testenv.Tools(t, "apt-get install rdmacm-utils", "rping", "rdma_server", "rdma_client", "ucmatose", "udaddy",
-		"rdma_xserver", "rdma_xclient", "cmtime")
+		"rdma_xserver", "rdma_xclient", "cmtime", "rstream", "riostream")
 	testenv.Tools(t, "apt-get install perftest", "ib_send_bw", "ib_write_lat")
 	testenv.Tools(t, "apt-get install qperf", "qperf")
 	lib := buildLibs(t)
