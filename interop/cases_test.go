@@ -43,6 +43,8 @@ type hostCase struct {
 	// serverOnly runs only the role where softroce is the server (see
 	// rdmacmDropInCases for why a case may need it).
 	serverOnly bool
+	// clientOnly runs only the role where softroce is the client.
+	clientOnly bool
 	// decoded, when set, checks the capture's `softroce decode` listing.
 	decoded func(t *testing.T, decoded string)
 }

@@ -151,6 +151,11 @@ exit 1`, server, strings.ReplaceAll(client, "PEER", `"$1"`)), "sh"}
 		{"rdma_server", "rdma_server", "rdma_client -s PEER", "end 0", 7471, 9},
 		{"ucmatose", "ucmatose", "ucmatose -s PEER", "return status 0", 7471, 9},
 		{"udaddy", "udaddy", "udaddy -s PEER", "return status 0", 7174, 8},
+		// rsockets: Debian's librdmacm on kernel rxe against softroce's
+		// own rsocket implementation, data verified both ways.
+		{"rstream", "rstream -T v -S 65536 -C 50", "rstream -s PEER -T v -S 65536 -C 50", "custom", 7471, 20},
+		{"rstream_async", "rstream -T a -T v -S 10000 -C 50", "rstream -s PEER -T a -T v -S 10000 -C 50", "custom", 7471, 20},
+		{"riostream", "riostream -T v -S 65536 -C 50", "riostream -s PEER -T v -S 65536 -C 50", "custom", 7471, 20},
 		{"ib_send_bw_R", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20 PEER", "BW average", 18515, 40},
 		{"ib_write_bw_R", "ib_write_bw -R -d rxe0 -F -s 4096 -n 20", "ib_write_bw -R -d rxe0 -F -s 4096 -n 20 PEER", "BW average", 18515, 40},
 		{"ib_read_lat_R", "ib_read_lat -R -d rxe0 -F -s 64 -n 20", "ib_read_lat -R -d rxe0 -F -s 64 -n 20 PEER", "", 18515, 40},
@@ -168,6 +173,13 @@ exit 1`, server, strings.ReplaceAll(client, "PEER", `"$1"`)), "sh"}
 			// With the guest as the client the race is rarer, and the
 			// host's server and the guest's client both try again.
 			serverOnly: strings.HasPrefix(c.server, "ib_"),
+			// rstream -T a fails its last read when rpoll says POLLHUP
+			// with that read's data still queued, which librdmacm does if
+			// the server's DISCONNECT follows its last data before the
+			// client polls; the emulated guest polls late enough to see
+			// both. softroce says POLLHUP once the data is read, so only
+			// its client role is a fair test.
+			clientOnly: c.name == "rstream_async",
 		})
 	}
 	return cs
