@@ -68,6 +68,10 @@ var cmToolCases = []cmToolCase{
 	{"rstream_async", []string{"rstream", "-T", "a", "-T", "v", "-S", "100000", "-C", "50"}, []string{"rstream", "-s", "ADDR", "-T", "a", "-T", "v", "-S", "100000", "-C", "50"}, "custom", false, false},
 	{"rstream_blocking", []string{"rstream", "-T", "b", "-T", "v", "-S", "1000", "-C", "200"}, []string{"rstream", "-s", "ADDR", "-T", "b", "-T", "v", "-S", "1000", "-C", "200"}, "custom", false, false},
 	{"riostream", []string{"riostream", "-T", "v", "-S", "65536", "-C", "100"}, []string{"riostream", "-s", "ADDR", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
+	// Debian's librspreload.so turns rstream's plain TCP calls (-T s)
+	// into rsockets; on the mem link 10.0.0.1 is no host address, so
+	// nothing but RDMA carries them there.
+	{"rstream_preload", []string{"PRELOAD", "rstream", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, []string{"PRELOAD", "rstream", "-s", "ADDR", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
 	{"qperf_cm1", []string{"qperf"}, []string{"qperf", "-cm1", "-t", "1", "ADDR", "rc_bw", "rc_rdma_read_lat"}, "latency", true, true},
 }
 
@@ -91,12 +95,26 @@ func TestDebianRdmacmTools(t *testing.T) {
 	}
 }
 
+// withPreload runs a command line that starts with PRELOAD under
+// librspreload.so.
+func withPreload(t *testing.T, argv []string) []string {
+	if argv[0] != "PRELOAD" {
+		return argv
+	}
+	p, err := RspreloadPath()
+	if err != nil {
+		testenv.Need(t, "librspreload.so", false, "apt-get install librdmacm1")
+	}
+	return append([]string{"env", "LD_PRELOAD=" + p}, argv[1:]...)
+}
+
 func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	if tc.tcp && l.name == "mem" {
 		t.Skip("the program also connects over TCP to the server's address, and a mem link's is no host address")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
+	tc.server, tc.client = withPreload(t, tc.server), withPreload(t, tc.client)
 	sargs := make([]string, len(tc.server)-1)
 	for i, a := range tc.server[1:] {
 		sargs[i] = strings.ReplaceAll(a, "ADDR", l.addr)

@@ -89,13 +89,14 @@ for a in $(/bin/busybox --list); do
 done
 
 # Programs plus their ldd closure. The rxe provider is dlopen()ed by
-# libibverbs and libgcc_s by glibc, so ldd never sees them: add by hand.
+# libibverbs and libgcc_s by glibc, so ldd never sees them: add by hand;
+# librspreload.so (librdmacm1) is preloaded by hand.
 progs=(/usr/bin/bash /usr/sbin/ip /usr/bin/rdma /usr/sbin/tc /usr/sbin/bridge /usr/bin/tcpdump)
 for p in ibverbs-utils perftest rdmacm-utils; do
 	while read -r f; do progs+=("$f"); done < <(dpkg -L "$p" | grep '^/usr/bin/')
 done
 libdir=/usr/lib/x86_64-linux-gnu
-extra=("$libdir/libibverbs/librxe-rdmav34.so" "$libdir/libgcc_s.so.1")
+extra=("$libdir/libibverbs/librxe-rdmav34.so" "$libdir/libgcc_s.so.1" "$libdir/rsocket/librspreload.so")
 copy() { # copy a file into the root at the same path, following one symlink level
 	local src=$1
 	[ -e "$root$src" ] && return 0

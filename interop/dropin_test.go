@@ -142,6 +142,7 @@ exit 1`, server, strings.ReplaceAll(client, "PEER", `"$1"`)), "sh"}
 	listening := func(port int) string {
 		return fmt.Sprintf(`for i in $(seq 200); do rdma res show cm_id 2>/dev/null | grep -Eq "LISTEN.*:%d( |$)" && exit 0; sleep 0.1; done; exit 1`, port)
 	}
+	const preload = "env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"
 	var cs []hostCase
 	for _, c := range []struct {
 		name, server, client, want string
@@ -156,6 +157,9 @@ exit 1`, server, strings.ReplaceAll(client, "PEER", `"$1"`)), "sh"}
 		{"rstream", "rstream -T v -S 65536 -C 50", "rstream -s PEER -T v -S 65536 -C 50", "custom", 7471, 20},
 		{"rstream_async", "rstream -T a -T v -S 10000 -C 50", "rstream -s PEER -T a -T v -S 10000 -C 50", "custom", 7471, 20},
 		{"riostream", "riostream -T v -S 65536 -C 50", "riostream -s PEER -T v -S 65536 -C 50", "custom", 7471, 20},
+		// Debian's librspreload.so: rstream's plain TCP calls (-T s) as
+		// rsockets on both stacks.
+		{"rstream_preload", preload + " rstream -T s -T v -S 65536 -C 50", preload + " rstream -s PEER -T s -T v -S 65536 -C 50", "custom", 7471, 20},
 		{"ib_send_bw_R", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20", "ib_send_bw -R -d rxe0 -F -s 4096 -n 20 PEER", "BW average", 18515, 40},
 		{"ib_write_bw_R", "ib_write_bw -R -d rxe0 -F -s 4096 -n 20", "ib_write_bw -R -d rxe0 -F -s 4096 -n 20 PEER", "BW average", 18515, 40},
 		{"ib_read_lat_R", "ib_read_lat -R -d rxe0 -F -s 64 -n 20", "ib_read_lat -R -d rxe0 -F -s 64 -n 20 PEER", "", 18515, 40},

@@ -31,6 +31,7 @@ func newRunCmd() *cobra.Command {
 		private bool
 		idle    time.Duration
 		noView  bool
+		rsock   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- PROGRAM [ARGS...]",
@@ -68,9 +69,18 @@ kernel rxe. The host's /sys and /dev do not change. As root this is a plain
 mount namespace; otherwise a user namespace too, where the kernel allows one
 (the program still runs as the user). --no-view runs PROGRAM without it.
 
+With --rsocket, run also preloads librdmacm's librspreload.so (Debian:
+librdmacm1), which turns PROGRAM's TCP sockets into rsockets: the same
+socket calls, carried by RC queue pairs that rdma_cm connects, served by the
+drop-in librdmacm.so.1. Two such programs reach each other at the device's
+address (10.0.0.1 for the shared device), and one reaches an rsocket
+program on kernel rxe or an RNIC at its RoCE address. Debian 12's
+librspreload.so does not intercept epoll or accept4.
+
 It exits with PROGRAM's status.`,
 		Example: `  softroce run -- ibv_devices
-  softroce run --link udp --addr 127.0.0.2 -- ibv_devinfo -v`,
+  softroce run --link udp --addr 127.0.0.2 -- ibv_devinfo -v
+  softroce run --rsocket -- rstream -T s            # TCP calls, carried by RDMA`,
 	}
 	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 	cmd.Flags().StringVar(&socket, "socket", "", "daemon socket (default: see above)")
@@ -79,6 +89,7 @@ It exits with PROGRAM's status.`,
 	cmd.Flags().BoolVar(&private, "private", false, "start a device of this program's own, even with no daemon running")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 30*time.Second, "a shared daemon run starts exits this long after its last program")
 	cmd.Flags().BoolVar(&noView, "no-view", false, "run PROGRAM without the device's /sys/class/infiniband and /dev/infiniband view")
+	cmd.Flags().BoolVar(&rsock, "rsocket", false, "preload librspreload.so: PROGRAM's TCP sockets become rsockets over RDMA")
 	// Flags after PROGRAM are PROGRAM's, with or without "--".
 	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -88,6 +99,12 @@ It exits with PROGRAM's status.`,
 		libDir, err := dropin.FindLib(lib)
 		if err != nil {
 			return exitError{exitTrouble, err}
+		}
+		preload := ""
+		if rsock {
+			if preload, err = dropin.RspreloadPath(); err != nil {
+				return exitError{exitTrouble, fmt.Errorf("--rsocket: %w", err)}
+			}
 		}
 		sock := dropin.SocketPath(socket)
 		shared := !private && socket == "" && os.Getenv("SOFTROCE_SOCKET") == "" && !linkFlagsGiven(cmd)
@@ -113,6 +130,9 @@ It exits with PROGRAM's status.`,
 			prog := programCmd(args, sock, view)
 			prog.Stdin, prog.Stdout, prog.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			prog.Env = dropin.Env(os.Environ(), libDir, sock)
+			if preload != "" {
+				prog.Env = dropin.WithPreload(prog.Env, preload)
+			}
 			return prog, prog.Start()
 		}
 		prog, err := start(!noView)
@@ -162,7 +182,7 @@ func linkFlagsGiven(cmd *cobra.Command) bool {
 	given := false
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "socket", "lib", "private", "idle-exit", "ib-dev":
+		case "socket", "lib", "private", "idle-exit", "ib-dev", "rsocket", "no-view":
 		default:
 			given = true
 		}

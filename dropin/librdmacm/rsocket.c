@@ -584,6 +584,14 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		return rs_err(EALREADY);
 	else if (rs->state == RS_LISTENING)
 		return rs_err(EINVAL);
+	else if (rs->state == RS_CONNECT_ERROR && rs->err) {
+		/* A failed non-blocking connect: the next connect says why
+		 * (hiredis asks this way), as a socket's does. */
+		int err = rs->err;
+
+		rs->err = 0;
+		return rs_err(err);
+	}
 	return rs_do_connect(rs);
 }
 
