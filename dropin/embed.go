@@ -18,6 +18,7 @@ import (
 //
 //go:embed libibverbs/*.c libibverbs/*.h libibverbs/Makefile libibverbs/libibverbs.map libibverbs/abi/*.sh libibverbs/abi/*.symbols
 //go:embed librdmacm/*.c librdmacm/*.h librdmacm/Makefile librdmacm/librdmacm.map librdmacm/abi/*.symbols
+//go:embed librspreload/*.c librspreload/*.h librspreload/Makefile
 var sources embed.FS
 
 // sourcesHash is a hash of every embedded file, naming the cache directory.

@@ -1,11 +1,13 @@
 package dropin
 
-// rspreload.go: finding librdmacm's librspreload.so, which, preloaded,
-// turns a program's TCP sockets into rsockets (served by the drop-in
-// librdmacm.so.1 it then loads).
+// rspreload.go: the preload libraries that turn a program's TCP sockets
+// into rsockets served by the drop-in librdmacm.so.1: softroce's own
+// (librspreload/, which also serves epoll and accept4) and the system's
+// (librdmacm's librspreload.so).
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +23,35 @@ var rspreloadDirs = []string{
 // ErrNoRspreload says librspreload.so is not installed, and how to get it.
 var ErrNoRspreload = errors.New("librspreload.so not found (it comes with librdmacm: apt-get install librdmacm1, dnf install librdmacm)")
 
-// RspreloadPath returns the installed librspreload.so.
+// PreloadName is the file name of both preload libraries.
+const PreloadName = "librspreload.so"
+
+// PreloadPath returns the preload library which names: "softroce" (or "")
+// for softroce's own, built beside the drop-in libraries of libDir (its
+// sibling librspreload/), "system" for the distribution's librspreload.so,
+// anything else is taken for a path.
+func PreloadPath(libDir, which string) (string, error) {
+	switch which {
+	case "", "softroce":
+		dir := filepath.Join(filepath.Dir(libDir), "librspreload")
+		if err := makeTarget(dir, PreloadName); err != nil {
+			return "", err
+		}
+		p := filepath.Join(dir, PreloadName)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("softroce's %s: %w (it builds with make -C dropin/librspreload, which needs librdmacm-dev)", PreloadName, err)
+		}
+		return p, nil
+	case "system":
+		return RspreloadPath()
+	}
+	if _, err := os.Stat(which); err != nil {
+		return "", fmt.Errorf("preload library: %w", err)
+	}
+	return filepath.Abs(which)
+}
+
+// RspreloadPath returns the installed (the distribution's) librspreload.so.
 func RspreloadPath() (string, error) {
 	for _, d := range rspreloadDirs {
 		p := filepath.Join(d, "librspreload.so")

@@ -24,14 +24,17 @@ func buildLibs(t *testing.T) string {
 	needBuildTools(t)
 	testenv.File(t, "/usr/include/rdma/rdma_cma.h", "apt-get install librdmacm-dev")
 	dir := t.TempDir()
-	for _, lib := range []string{"libibverbs", "librdmacm"} {
+	for _, lib := range []string{"libibverbs", "librdmacm", "librspreload"} {
 		src, err := filepath.Abs(lib)
 		require.NoError(t, err)
 		out, err := exec.Command("cp", "-r", src, filepath.Join(dir, lib)).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		target := "libibverbs.so.1"
-		if lib == "librdmacm" {
+		switch lib {
+		case "librdmacm":
 			target = "check" // builds librdmacm.so.1, checks its symbols are Debian's
+		case "librspreload":
+			target = PreloadName
 		}
 		out, err = exec.Command("make", "-C", filepath.Join(dir, lib), "clean", target).CombinedOutput()
 		require.NoError(t, err, "make %s:\n%s", lib, out)

@@ -31,7 +31,7 @@ func newRunCmd() *cobra.Command {
 		private bool
 		idle    time.Duration
 		noView  bool
-		rsock   bool
+		rsock   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- PROGRAM [ARGS...]",
@@ -69,18 +69,22 @@ kernel rxe. The host's /sys and /dev do not change. As root this is a plain
 mount namespace; otherwise a user namespace too, where the kernel allows one
 (the program still runs as the user). --no-view runs PROGRAM without it.
 
-With --rsocket, run also preloads librdmacm's librspreload.so (Debian:
-librdmacm1), which turns PROGRAM's TCP sockets into rsockets: the same
-socket calls, carried by RC queue pairs that rdma_cm connects, served by the
-drop-in librdmacm.so.1. Two such programs reach each other at the device's
-address (10.0.0.1 for the shared device), and one reaches an rsocket
-program on kernel rxe or an RNIC at its RoCE address. Debian 12's
-librspreload.so does not intercept epoll or accept4.
+With --rsocket, run also preloads a library that turns PROGRAM's TCP
+sockets into rsockets: the same socket calls, carried by RC queue pairs that
+rdma_cm connects, in librdmacm's rsocket protocol, served by the drop-in
+librdmacm.so.1. Two such programs reach each other at the device's address
+(10.0.0.1 for the shared device), and one reaches an rsocket program on
+kernel rxe or an RNIC at its RoCE address. --rsocket preloads softroce's
+own library (dropin/librspreload), which also serves epoll, accept4 and
+dual-stack listeners (Redis needs all three); --rsocket=system preloads the
+distribution's librspreload.so (Debian: librdmacm1), which serves neither
+epoll nor accept4; --rsocket=PATH another.
 
 It exits with PROGRAM's status.`,
 		Example: `  softroce run -- ibv_devices
   softroce run --link udp --addr 127.0.0.2 -- ibv_devinfo -v
-  softroce run --rsocket -- rstream -T s            # TCP calls, carried by RDMA`,
+  softroce run --rsocket -- redis-server --protected-mode no   # TCP, carried by RDMA
+  softroce run --rsocket -- redis-benchmark -h 10.0.0.1 -q`,
 	}
 	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 	cmd.Flags().StringVar(&socket, "socket", "", "daemon socket (default: see above)")
@@ -89,7 +93,8 @@ It exits with PROGRAM's status.`,
 	cmd.Flags().BoolVar(&private, "private", false, "start a device of this program's own, even with no daemon running")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 30*time.Second, "a shared daemon run starts exits this long after its last program")
 	cmd.Flags().BoolVar(&noView, "no-view", false, "run PROGRAM without the device's /sys/class/infiniband and /dev/infiniband view")
-	cmd.Flags().BoolVar(&rsock, "rsocket", false, "preload librspreload.so: PROGRAM's TCP sockets become rsockets over RDMA")
+	cmd.Flags().StringVar(&rsock, "rsocket", "", "PROGRAM's TCP sockets become rsockets over RDMA: preload softroce's library (or =system, =PATH)")
+	cmd.Flags().Lookup("rsocket").NoOptDefVal = "softroce"
 	// Flags after PROGRAM are PROGRAM's, with or without "--".
 	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -101,8 +106,8 @@ It exits with PROGRAM's status.`,
 			return exitError{exitTrouble, err}
 		}
 		preload := ""
-		if rsock {
-			if preload, err = dropin.RspreloadPath(); err != nil {
+		if rsock != "" {
+			if preload, err = dropin.PreloadPath(libDir, rsock); err != nil {
 				return exitError{exitTrouble, fmt.Errorf("--rsocket: %w", err)}
 			}
 		}
