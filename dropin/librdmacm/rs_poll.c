@@ -27,12 +27,6 @@ static short rs_revents(struct rsock *rs, short events)
 		if (rs_do_connect(rs) && errno == EINPROGRESS)
 			return 0;
 	}
-	if (rs->state == RS_LISTENING) {
-		struct pollfd p = { .fd = rs->id->channel->fd, .events = POLLIN };
-
-		poll(&p, 1, 0);
-		return p.revents & POLLIN ? (events & POLLIN) : 0;
-	}
 	if (rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)) {
 		rs_cm_events_now_and_then(rs);
 		rs_process(rs, 1, rs_any);
@@ -54,21 +48,53 @@ static short rs_revents(struct rsock *rs, short events)
 	return 0;
 }
 
+/* rs_check fills in what is ready now: rsockets by their state, every
+ * other fd (and listening rsockets' channels) in one poll call. */
 static int rs_check(struct pollfd *fds, nfds_t nfds)
 {
-	nfds_t i;
+	static __thread struct pollfd *q;
+	static __thread nfds_t *qi, cap;
+	nfds_t i, m = 0;
 	int cnt = 0;
 
+	if (nfds > cap) {
+		struct pollfd *nq = realloc(q, nfds * sizeof(*nq));
+		nfds_t *ni = realloc(qi, nfds * sizeof(*ni));
+
+		if (nq)
+			q = nq;
+		if (ni)
+			qi = ni;
+		if (!nq || !ni)
+			return rs_err(ENOMEM);
+		cap = nfds;
+	}
 	for (i = 0; i < nfds; i++) {
 		struct rsock *rs = rs_get(fds[i].fd);
 
-		if (rs)
+		fds[i].revents = 0;
+		if (rs && rs->state != RS_LISTENING) {
 			fds[i].revents = rs_revents(rs, fds[i].events);
-		else if (poll(&fds[i], 1, 0) < 0)
-			return -1;
+			continue;
+		}
+		q[m] = fds[i];
+		if (rs) {
+			q[m].fd = rs->id->channel->fd;
+			q[m].events = POLLIN;
+		}
+		q[m].revents = 0;
+		qi[m++] = i;
+	}
+	if (m && poll(q, m, 0) < 0)
+		return -1;
+	for (i = 0; i < m; i++) {
+		struct pollfd *f = &fds[qi[i]];
+
+		f->revents = rs_get(f->fd) ? (q[i].revents & POLLIN ? f->events & POLLIN : 0) : q[i].revents;
+	}
+	for (i = 0; i < nfds; i++)
 		if (fds[i].revents)
 			cnt++;
-	}
 	return cnt;
 }
 
