@@ -538,4 +538,6 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-func (c *Conn) String() string { return fmt.Sprintf("rsocket %v->%v qp %d", c.local, c.rem, c.qp.QPN()) }
+func (c *Conn) String() string {
+	return fmt.Sprintf("rsocket %v->%v qp %d", c.local, c.rem, c.qp.QPN())
+}

@@ -104,4 +104,3 @@ func getSGE(b []byte, o binary.ByteOrder) sge {
 // hostBigEndian: this machine's order, which the connection data's flags
 // tell the peer.
 var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
-
