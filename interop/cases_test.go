@@ -75,6 +75,29 @@ exit 1`,
 	}
 }
 
+// rstreamCase is Debian's rstream on kernel rxe (librdmacm's rsockets)
+// against `softroce rstream`, softroce's Go rsockets (package rsocket):
+// the same protocol from two independent implementations, data verified.
+func rstreamCase() hostCase {
+	args := "-S 65536 -C 50 -T v"
+	return hostCase{
+		name: "go_rstream",
+		guest: fmt.Sprintf(`peer="{peer}"
+if [ -z "$peer" ]; then exec rstream %s; fi
+for i in 1 2 3 4 5 6 7 8 9 10; do rstream -s {roce} %s && exit 0; sleep 0.5; done
+exit 1`, args, args),
+		host: append([]string{"rstream"}, strings.Fields(args)...),
+		check: func(t *testing.T, who string, r Result) {
+			t.Helper()
+			require.Equal(t, 0, r.Status, "%s exit status; output:\n%s", who, r.Output)
+			require.Contains(t, r.Output, "custom", "%s did not finish:\n%s", who, r.Output)
+		},
+		minRoCE:    40,
+		guestReady: `for i in $(seq 200); do rdma res show cm_id 2>/dev/null | grep -Eq "LISTEN.*:7471( |$)" && exit 0; sleep 0.1; done; exit 1`,
+		noOOB:      true,
+	}
+}
+
 func pingpongCase(tr string) hostCase {
 	prog, size, iters := pingpongArgs(tr)
 	return hostCase{

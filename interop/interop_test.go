@@ -80,6 +80,9 @@ func TestInterop(t *testing.T) {
 	if has("rdmacm") {
 		cases = append(cases, rdmacmCase())
 	}
+	if has("rstream") {
+		cases = append(cases, rstreamCase())
+	}
 	if has("rdmacm") {
 		t.Run("softroce_udp_cm_reject", s.testCMReject)
 	}
