@@ -254,10 +254,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if err := c.await(&c.readDL, func() bool { return c.haveData() || c.state&stReadable == 0 }); err != nil {
 		return 0, c.opErr("read", err)
 	}
+	// A failed connection delivers nothing more: what a peer that broke
+	// the protocol queued is not data. A peer that left in order (its
+	// DISCONNECT, rdma_cm's DREQ) is read to the end.
+	if c.failed != nil {
+		return 0, c.opErr("read", c.failed)
+	}
 	if !c.haveData() {
-		if c.failed != nil {
-			return 0, c.opErr("read", c.failed)
-		}
 		return 0, io.EOF
 	}
 	n := c.consume(b)

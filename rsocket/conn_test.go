@@ -16,7 +16,7 @@ import (
 )
 
 // pair starts two devices on a mem link and returns a context on each.
-func pair(t *testing.T) (a, b *verbsapi.Context) {
+func pair(t testing.TB) (a, b *verbsapi.Context) {
 	t.Helper()
 	da, db, err := verbsapi.NewDevicePair("rxe0", "rxe1", verbsapi.LinkConfig{Kind: verbsapi.LinkMem,
 		Addr: netip.MustParseAddrPort("10.0.0.1:4791")})

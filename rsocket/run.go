@@ -20,7 +20,7 @@ func (c *Conn) run(ctx context.Context) {
 			// The peer's DREQ: answer it now (the kernel's rdma_cm
 			// does), whenever this side gets round to Close.
 			c.mu.Lock()
-			c.peerGone()
+			c.peerGone(true)
 			answer := !c.cmDone
 			c.cmDone = true
 			c.mu.Unlock()
@@ -59,12 +59,17 @@ func (c *Conn) run(ctx context.Context) {
 	}
 }
 
-// peerGone: rdma_cm says the peer disconnected (or its program died).
-// What it sent before stays readable. Called with mu held.
-func (c *Conn) peerGone() {
+// peerGone: the peer disconnected (its DISCONNECT message, or rdma_cm's
+// DREQ: it closed, or its program died). What it sent before stays
+// readable. After a DREQ the QP is flushed, so nothing waits on it; after
+// the message it is not yet, for the peer still waits for the message's
+// ACK. Called with mu held.
+func (c *Conn) peerGone(flush bool) {
 	if c.state&stConnected != 0 {
 		c.state = 0
-		_ = c.qp.Modify(&verbsapi.QPAttr{State: verbsapi.QPSErr}, verbsapi.QPAttrState)
+		if flush {
+			_ = c.qp.Modify(&verbsapi.QPAttr{State: verbsapi.QPSErr}, verbsapi.QPAttrState)
+		}
 	}
 	c.notify()
 }
@@ -94,7 +99,12 @@ func (c *Conn) complete(wc *verbsapi.WC) int {
 		return 0
 	}
 	if wc.Status != verbsapi.WCSuccess {
-		return 0 // flushed
+		// A receive flushed while we think we are connected: the QP
+		// went to error (the peer wrote where it may not, say).
+		if c.state&stConnected != 0 {
+			c.fail(syscall.ECONNRESET)
+		}
+		return 0
 	}
 	if wc.Flags&verbsapi.WCWithImm == 0 {
 		c.fail(fmt.Errorf("%w: a message without an immediate", ErrProtocol))
@@ -134,12 +144,12 @@ func (c *Conn) recvMsg(m, n uint32) {
 	case opCtrl:
 		switch data {
 		case ctrlDisconnect:
-			c.peerGone()
+			c.peerGone(false)
 		case ctrlShutdown:
 			if c.state&stWritable != 0 {
 				c.state &^= stReadable
 			} else {
-				c.peerGone()
+				c.peerGone(false)
 			}
 		}
 	default:
