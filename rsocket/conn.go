@@ -78,6 +78,7 @@ type Conn struct {
 	closed    bool
 	readShut  bool  // CloseRead: what arrives is dropped
 	cmDone    bool  // rdma_cm's disconnection is answered
+	dreq      bool  // the peer's DREQ came: its QP is being flushed
 	failed    error // why the connection failed
 	readDL    time.Time
 	writeDL   time.Time
@@ -93,6 +94,7 @@ type Conn struct {
 	tgt              [sglEntries]sge // our copy of the target SGL
 	tgtIdx           int
 	tgtNext          int // the entry the peer's next SGL write fills
+	peerData         sge // the peer's first target, for InjectForTest
 	remoteSGL        sge
 	remoteIdx        uint32
 
@@ -183,6 +185,7 @@ func (c *Conn) start(cm *verbsapi.CMConn, peer connData) {
 	c.remoteSGL = peer.targetSGL
 	c.remoteIdx = 1 % c.remoteSGL.length
 	c.tgt[0] = peer.dataBuffer
+	c.peerData = peer.dataBuffer
 	c.tgtNext = 1
 	c.sseqComp = peer.credits
 	c.state = stConnected | stReadable | stWritable
@@ -543,4 +546,29 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 
 func (c *Conn) String() string {
 	return fmt.Sprintf("rsocket %v->%v qp %d", c.local, c.rem, c.qp.QPN())
+}
+
+// InjectForTest posts an RDMA WRITE on c's queue pair as it is told,
+// outside every rule of the protocol: with the immediate imm (when
+// withImm), payload sent inline, to remoteAddr and rkey. It exists to
+// test how peers (softroce's C rsockets, librdmacm's) defend themselves
+// against a peer that breaks the protocol; nothing else should call it.
+func (c *Conn) InjectForTest(imm uint32, withImm bool, payload []byte, remoteAddr uint64, rkey uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	op := verbsapi.WRWrite
+	if withImm {
+		op = verbsapi.WRWriteImm
+	}
+	// wr_id as a control message's: its completion gives a control WQE
+	// back, which it did not take.
+	c.ctrlSeq++
+	return c.qp.PostSend(&verbsapi.SendWR{ID: uint64(msg(opCtrl, ctrlKeepalive)), Opcode: op, Imm: imm,
+		Flags: verbsapi.SendInline, Inline: payload, RemoteAddr: remoteAddr, RKey: rkey})
+}
+
+// PeerDataBuffer is the receive buffer the peer's connection data named
+// (its first half): where its data goes, for InjectForTest.
+func (c *Conn) PeerDataBuffer() (addr uint64, rkey, length uint32) {
+	return c.peerData.addr, c.peerData.key, c.peerData.length
 }

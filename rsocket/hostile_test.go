@@ -171,6 +171,7 @@ func TestHostilePeers(t *testing.T) {
 			p.post(t, verbsapi.SendWR{ID: 1, Opcode: verbsapi.WRWriteImm, Imm: msg(opData, 4),
 				Flags: verbsapi.SendInline, Inline: []byte("half"),
 				RemoteAddr: p.peer.dataBuffer.addr, RKey: p.peer.dataBuffer.key})
+			p.reap(t, 0) // delivered, then gone
 			p.hangUp()
 		}, "read", io.ErrUnexpectedEOF},
 	}

@@ -18,9 +18,15 @@ func (c *Conn) run(ctx context.Context) {
 		select {
 		case <-c.cm.Done():
 			// The peer's DREQ: answer it now (the kernel's rdma_cm
-			// does), whenever this side gets round to Close.
+			// does), whenever this side gets round to Close. The QP is
+			// flushed; the completion goroutine takes what came before
+			// the DREQ first and ends the connection at the first
+			// flushed receive, so no data is lost to the race.
 			c.mu.Lock()
-			c.peerGone(true)
+			if c.state&stConnected != 0 && !c.dreq {
+				c.dreq = true
+				_ = c.qp.Modify(&verbsapi.QPAttr{State: verbsapi.QPSErr}, verbsapi.QPAttrState)
+			}
 			answer := !c.cmDone
 			c.cmDone = true
 			c.mu.Unlock()
@@ -60,17 +66,10 @@ func (c *Conn) run(ctx context.Context) {
 }
 
 // peerGone: the peer disconnected (its DISCONNECT message, or rdma_cm's
-// DREQ: it closed, or its program died). What it sent before stays
-// readable. After a DREQ the QP is flushed, so nothing waits on it; after
-// the message it is not yet, for the peer still waits for the message's
-// ACK. Called with mu held.
-func (c *Conn) peerGone(flush bool) {
-	if c.state&stConnected != 0 {
-		c.state = 0
-		if flush {
-			_ = c.qp.Modify(&verbsapi.QPAttr{State: verbsapi.QPSErr}, verbsapi.QPAttrState)
-		}
-	}
+// DREQ once what came before it is taken: it closed, or its program
+// died). What it sent before stays readable. Called with mu held.
+func (c *Conn) peerGone() {
+	c.state = 0
 	c.notify()
 }
 
@@ -89,7 +88,8 @@ func (c *Conn) complete(wc *verbsapi.WC) int {
 			c.sqeAvail++
 			c.sbufAvail += int(msgData(m))
 		}
-		if wc.Status != verbsapi.WCSuccess && c.state&stConnected != 0 {
+		// (Sends flushed after the peer's DREQ are no failure.)
+		if wc.Status != verbsapi.WCSuccess && c.state&stConnected != 0 && !c.dreq {
 			err := syscall.ECONNRESET
 			if wc.Status == verbsapi.WCRetryExcErr {
 				err = syscall.ETIMEDOUT
@@ -99,10 +99,15 @@ func (c *Conn) complete(wc *verbsapi.WC) int {
 		return 0
 	}
 	if wc.Status != verbsapi.WCSuccess {
-		// A receive flushed while we think we are connected: the QP
-		// went to error (the peer wrote where it may not, say).
+		// A receive flushed while we think we are connected: after
+		// the peer's DREQ, everything before it is taken; otherwise the
+		// QP went to error (the peer wrote where it may not, say).
 		if c.state&stConnected != 0 {
-			c.fail(syscall.ECONNRESET)
+			if c.dreq {
+				c.peerGone()
+			} else {
+				c.fail(syscall.ECONNRESET)
+			}
 		}
 		return 0
 	}
@@ -144,12 +149,12 @@ func (c *Conn) recvMsg(m, n uint32) {
 	case opCtrl:
 		switch data {
 		case ctrlDisconnect:
-			c.peerGone(false)
+			c.peerGone()
 		case ctrlShutdown:
 			if c.state&stWritable != 0 {
 				c.state &^= stReadable
 			} else {
-				c.peerGone(false)
+				c.peerGone()
 			}
 		}
 	default:

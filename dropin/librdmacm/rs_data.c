@@ -516,6 +516,13 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 				break;
 		}
 		pthread_mutex_lock(&rs->lock);
+		if (rs->state & RS_ERROR) {
+			/* A failed connection delivers nothing more: what a peer
+			 * that broke the protocol queued is not data. */
+			pthread_mutex_unlock(&rs->lock);
+			ret = rs_err(rs->err ? rs->err : ECONNRESET);
+			break;
+		}
 		if (flags & MSG_PEEK) {
 			done = rs_read(rs, buf, len, 1);
 			pthread_mutex_unlock(&rs->lock);
