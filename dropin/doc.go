@@ -1,7 +1,8 @@
 // Package dropin serves softroce devices to unmodified C programs through
 // drop-in libraries: the C libibverbs.so.1 and librdmacm.so.1 in
-// dropin/libibverbs/ and dropin/librdmacm/, and the Server that gives them a
-// device over a Unix socket.
+// dropin/libibverbs/ and dropin/librdmacm/ (rsockets included), the preload
+// library in dropin/librspreload/ that makes a program's TCP sockets
+// rsockets, and the Server that gives them a device over a Unix socket.
 //
 // A program started with `softroce run` loads dropin/libibverbs in place of
 // the system's libibverbs. Each ibv_open_device is one connection to a

@@ -43,18 +43,22 @@ var rank = map[string]int{
 	"sim":      4,
 	"replay":   4,
 
+	// Protocols over the verbs API.
+	"rsocket": 5, // stream sockets over RC, librdmacm's rsocket protocol
+
 	// Subsystems over the verbs API.
-	"dropin":            5,
-	"sim/report":        5, // a run's report on disk, over sim
-	"sim/sweep":         5, // seeds and parameter values across cores and machines, over sim
-	"workload/perftest": 5,
-	"workload/pingpong": 5,
-	"workload/rdmacm":   5,
+	"dropin":            6,
+	"sim/report":        6, // a run's report on disk, over sim
+	"sim/sweep":         6, // seeds and parameter values across cores and machines, over sim
+	"workload/perftest": 6,
+	"workload/pingpong": 6,
+	"workload/rdmacm":   6,
+	"workload/rstream":  6,
 
 	// Commands and the kernel-interop harness wire everything together.
-	"cmd/softroce":      6,
-	"interop":           6,
-	"bench/udppingpong": 6,
+	"cmd/softroce":      7,
+	"interop":           7,
+	"bench/udppingpong": 7,
 }
 
 // packages returns the module's package directories (relative, slash
