@@ -9,7 +9,7 @@ import (
 )
 
 // linkFlags names the link of a test server, as the command's flags would.
-type linkFlags struct{ Link, Addr string }
+type linkFlags struct{ Link, Addr, Pcap string }
 
 // testDaemon is a Server on a device of its own, as `softroce daemon` runs
 // one, with a context of the test's for queries.
@@ -18,6 +18,9 @@ type testDaemon struct {
 	ctx  *verbsapi.Context
 	path string
 	done chan error
+	// closeOnce, when a test sets it, closes the daemon early and tells
+	// its cleanup not to close it again.
+	closeOnce func() error
 }
 
 // startDaemon starts a device on the link lf names and serves it on path,
@@ -38,7 +41,7 @@ func startDaemonWith(lf linkFlags, name, path string, configure func(*Server)) (
 	if err != nil {
 		return nil, err
 	}
-	dev, err := verbsapi.NewDevice(name, verbsapi.LinkConfig{Kind: lf.Link, Addr: netip.AddrPortFrom(addr, 0)})
+	dev, err := verbsapi.NewDevice(name, verbsapi.LinkConfig{Kind: lf.Link, Addr: netip.AddrPortFrom(addr, 0), Pcap: lf.Pcap})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,9 @@ package dropin
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,12 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/pcapio"
 )
 
-// TestRedisOverRsockets runs redis-server and redis-benchmark (SET and GET,
-// plain and pipelined) and redis-cli on the mem link, whose 10.0.0.1 is no
-// host address: nothing but the device carries their connections. It needs
-// epoll, accept4 and a dual-stack listener from the preload library.
+// TestRedisOverRsockets runs redis-server, redis-cli and redis-benchmark
+// (SET and GET, plain and pipelined) under the preload library, which
+// needs epoll, accept4 and a dual-stack listener from it: on one device on
+// the mem link, whose 10.0.0.1 is no host address, so nothing but the
+// device carries the connections; and between two devices over UDP, where
+// the server's device captures what the link carries and counts it: RDMA
+// WRITEs with immediates, one or more per request, and no TCP.
 func TestRedisOverRsockets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("program pairs: not with -short (CI runs them without)")
@@ -27,47 +35,105 @@ func TestRedisOverRsockets(t *testing.T) {
 	lib := buildLibs(t)
 	preload, err := PreloadPath(lib, "softroce")
 	require.NoError(t, err)
-	sock := filepath.Join(t.TempDir(), "mem.sock")
-	d, err := startDaemon(linkFlags{Link: "mem", Addr: "10.0.0.1"}, "rxe0", sock)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	dir := t.TempDir()
+	start := func(lf linkFlags, name string) *testDaemon {
+		d, err := startDaemon(lf, "rxe0", filepath.Join(dir, name+".sock"))
+		require.NoError(t, err)
+		closed := false
+		t.Cleanup(func() {
+			if !closed {
+				require.NoError(t, d.Close())
+			}
+		})
+		d.closeOnce = func() error { closed = true; return d.Close() }
+		return d
+	}
+	mem := start(linkFlags{Link: "mem", Addr: "10.0.0.1"}, "mem")
+	pcap := filepath.Join(dir, "redis.pcapng")
+	srvDev := start(linkFlags{Link: "udp", Addr: "127.0.77.20", Pcap: pcap}, "a")
+	cliDev := start(linkFlags{Link: "udp", Addr: "127.0.77.21"}, "b")
 
+	t.Run("one device", func(t *testing.T) { runRedis(t, lib, preload, mem, mem, "10.0.0.1", 6390) })
+	t.Run("two devices over udp", func(t *testing.T) {
+		before := srvDev.ctx.Counters()
+		requests := runRedis(t, lib, preload, srvDev, cliDev, "127.0.77.20", 6391)
+		after := srvDev.ctx.Counters()
+		require.NoError(t, srvDev.closeOnce()) // flush the capture
+		t.Logf("server device: sent %d, received %d packets for %d requests",
+			after.SentPkts-before.SentPkts, after.RcvdPkts-before.RcvdPkts, requests)
+		require.GreaterOrEqual(t, after.RcvdPkts-before.RcvdPkts, uint64(requests))
+		writes, other := countCapture(t, pcap)
+		t.Logf("capture: %d RDMA WRITE WITH IMMEDIATE packets, %d other RoCE", writes, other)
+		require.GreaterOrEqual(t, writes, requests, "every request and reply is a write with an immediate")
+	})
+}
+
+// runRedis serves redis on srv's device and runs redis-cli and
+// redis-benchmark on cli's against addr; it returns the requests made.
+func runRedis(t *testing.T, lib, preload string, srv, cli *testDaemon, addr string, port int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
 	pre := "LD_PRELOAD=" + preload
-	srv, err := startTool(ctx, lib, sock, "env", pre, "redis-server", "--port", "6390", "--save", "",
+	p := fmt.Sprint(port)
+	server, err := startTool(ctx, lib, srv.path, "env", pre, "redis-server", "--port", p, "--save", "",
 		"--appendonly", "no", "--protected-mode", "no")
 	require.NoError(t, err)
-	defer func() { cancel(); <-srv.done }()
+	defer func() { cancel(); <-server.done }()
 
-	cli := func(args ...string) string {
-		t.Helper()
-		var r *toolRun
-		for try := 0; try < 50; try++ {
-			r, err = startTool(ctx, lib, sock, "env", append([]string{pre, "redis-cli", "-h", "10.0.0.1", "-p", "6390"}, args...)...)
-			require.NoError(t, err)
-			<-r.done
-			if r.err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // the server may not listen yet
-		}
-		require.NoError(t, r.err, "redis-cli %v:\n%s\n--- server:\n%s", args, r.out.String(), srv.out.String())
-		return r.out.String()
+	run := func(prog string, args ...string) (string, error) {
+		r, err := startTool(ctx, lib, cli.path, "env", append([]string{pre, prog, "-h", addr, "-p", p}, args...)...)
+		require.NoError(t, err)
+		<-r.done
+		return r.out.String(), r.err
 	}
-	require.Contains(t, cli("set", "softroce", "over rsockets"), "OK")
-	require.Contains(t, cli("get", "softroce"), "over rsockets")
-
+	var out string
+	for try := 0; ; try++ { // the server may not listen yet
+		if out, err = run("redis-cli", "set", "softroce", "over rsockets"); err == nil {
+			break
+		}
+		require.Less(t, try, 50, "redis-cli:\n%s\n--- server:\n%s", out, server.out.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Contains(t, out, "OK")
+	out, err = run("redis-cli", "get", "softroce")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "over rsockets")
+	requests := 2
 	for _, args := range [][]string{
 		{"-n", "2000", "-c", "10", "-t", "set,get", "-q"},
 		{"-n", "20000", "-c", "10", "-P", "16", "-t", "set,get", "-q"},
 	} {
-		b, err := startTool(ctx, lib, sock, "env", append([]string{pre, "redis-benchmark", "-h", "10.0.0.1", "-p", "6390"}, args...)...)
-		require.NoError(t, err)
-		<-b.done
-		out := b.out.String()
-		require.NoError(t, b.err, "redis-benchmark %v:\n%s\n--- server:\n%s", args, out, srv.out.String())
+		out, err := run("redis-benchmark", args...)
+		require.NoError(t, err, "redis-benchmark %v:\n%s\n--- server:\n%s", args, out, server.out.String())
 		require.Regexp(t, `SET: [0-9.]+ requests per second`, out)
 		require.Regexp(t, `GET: [0-9.]+ requests per second`, out)
+	}
+	return requests + 2*2000
+}
+
+// countCapture counts the RoCE frames of a capture: writes with immediates
+// (rsocket data and credits) and the rest.
+func countCapture(t *testing.T, path string) (writes, other int) {
+	r, err := pcapio.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	var f packet.Frame
+	var p packet.Packet
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return writes, other
+		}
+		require.NoError(t, err)
+		if rec.Frame(&f) != nil {
+			continue
+		}
+		require.NoError(t, p.Decode(f.Transport))
+		switch p.BTH.Opcode {
+		case packet.RCWriteOnlyImm, packet.RCWriteLastImm:
+			writes++
+		default:
+			other++
+		}
 	}
 }
