@@ -6,6 +6,7 @@ package dropin
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,18 @@ type cmToolCase struct {
 	tcp bool
 }
 
+// cmToolAfter checks, by case name, the case's temporary directory (TMP in
+// the arguments) once the client is done.
+var cmToolAfter = map[string]func(t *testing.T, tmp string){
+	"rcopy": func(t *testing.T, tmp string) {
+		want, err := os.ReadFile("/usr/bin/rstream")
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(tmp, "copy"))
+		require.NoError(t, err)
+		require.Equal(t, want, got, "rcopy's copy differs")
+	},
+}
+
 var cmToolCases = []cmToolCase{
 	{"rping", []string{"rping", "-s", "-C", "3", "-v"}, []string{"rping", "-c", "-C", "3", "-v", "-a", "ADDR"}, "rdma-ping-2", false, false},
 	{"rdma_server", []string{"rdma_server"}, []string{"rdma_client", "-s", "ADDR"}, "end 0", false, false},
@@ -75,6 +88,8 @@ var cmToolCases = []cmToolCase{
 	// into rsockets; on the mem link 10.0.0.1 is no host address, so
 	// nothing but RDMA carries them there.
 	{"rstream_preload", []string{"PRELOAD", "rstream", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, []string{"PRELOAD", "rstream", "-s", "ADDR", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
+	// rcopy: a file copied over rsockets, then compared (cmToolAfter).
+	{"rcopy", []string{"rcopy"}, []string{"rcopy", "/usr/bin/rstream", "ADDR:TMP/copy"}, "done", true, false},
 	{"qperf_cm1", []string{"qperf"}, []string{"qperf", "-cm1", "-t", "1", "ADDR", "rc_bw", "rc_rdma_read_lat"}, "latency", true, true},
 }
 
@@ -87,7 +102,7 @@ func TestDebianRdmacmTools(t *testing.T) {
 		t.Skip("program pairs: not with -short (CI runs them without)")
 	}
 	testenv.Tools(t, "apt-get install rdmacm-utils", "rping", "rdma_server", "rdma_client", "ucmatose", "udaddy",
-		"rdma_xserver", "rdma_xclient", "cmtime", "rstream", "riostream")
+		"rdma_xserver", "rdma_xclient", "cmtime", "rstream", "riostream", "rcopy")
 	testenv.Tools(t, "apt-get install perftest", "ib_send_bw", "ib_write_lat")
 	testenv.Tools(t, "apt-get install qperf", "qperf")
 	lib := buildLibs(t)
@@ -118,16 +133,18 @@ func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
 	tc.server, tc.client = withPreload(t, tc.server), withPreload(t, tc.client)
+	tmp := t.TempDir()
+	subst := func(a string) string { return strings.ReplaceAll(strings.ReplaceAll(a, "ADDR", l.addr), "TMP", tmp) }
 	sargs := make([]string, len(tc.server)-1)
 	for i, a := range tc.server[1:] {
-		sargs[i] = strings.ReplaceAll(a, "ADDR", l.addr)
+		sargs[i] = subst(a)
 	}
 	srv, err := startTool(ctx, lib, l.server, tc.server[0], sargs...)
 	require.NoError(t, err)
 	defer func() { cancel(); <-srv.done }()
 	args := make([]string, len(tc.client)-1)
 	for i, a := range tc.client[1:] {
-		args[i] = strings.ReplaceAll(a, "ADDR", l.addr)
+		args[i] = subst(a)
 	}
 	// Nothing tells when the server listens (no TCP port): a client
 	// refused because it does not yet ("invalid service ID") tries again.
@@ -168,5 +185,8 @@ func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	if !tc.serverStays {
 		require.NoError(t, srv.err, "server: %s", outs)
 		require.Contains(t, srv.out.String(), tc.want, outs)
+	}
+	if after := cmToolAfter[tc.name]; after != nil {
+		after(t, tmp)
 	}
 }
