@@ -8,6 +8,7 @@ package dropin
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/rsocket"
 	"github.com/softroce/softroce/verbsapi"
 	"github.com/softroce/softroce/workload/rstream"
@@ -95,3 +98,63 @@ func TestRsocketHostilePeer(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestRsocketKeepalive: rstream -k 1 (SO_KEEPALIVE, TCP_KEEPIDLE 1) on the
+// drop-in sends librdmacm's keepalive, a zero-length RDMA WRITE, every
+// second to an idle peer: a Go rsocket on a device that captures them.
+func TestRsocketKeepalive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("program pairs: not with -short (CI runs them without)")
+	}
+	testenv.Tools(t, "apt-get install rdmacm-utils", "rstream")
+	lib := buildLibs(t)
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	d, err := startDaemon(linkFlags{Link: "udp", Addr: "127.0.77.14"}, "rxe0", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	pcap := filepath.Join(t.TempDir(), "keepalive.pcapng")
+	dev, err := verbsapi.NewDevice("rxe9", verbsapi.LinkConfig{Kind: verbsapi.LinkUDP,
+		Addr: netip.MustParseAddrPort("127.0.77.15:0"), Pcap: pcap})
+	require.NoError(t, err)
+	vc, err := dev.Open()
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	srv, err := startTool(ctx, lib, sock, "rstream", "-k", "1", "-S", "1000", "-C", "1")
+	require.NoError(t, err)
+	defer func() { cancel(); <-srv.done }()
+	var c *rsocket.Conn
+	for try := 0; ; try++ {
+		if c, err = rsocket.Dial(ctx, vc, netip.MustParseAddrPort("127.0.77.14:7471"), nil); err == nil {
+			break
+		}
+		require.Less(t, try, 50, "dial: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(3500 * time.Millisecond) // idle: only keepalives cross
+	c.Close()
+	require.NoError(t, dev.Close()) // flush the capture
+
+	r, err := pcapio.Open(pcap)
+	require.NoError(t, err)
+	defer r.Close()
+	keepalives := 0
+	var f packet.Frame
+	var p packet.Packet
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if rec.Frame(&f) != nil || p.Decode(f.Transport) != nil {
+			continue
+		}
+		if p.BTH.Opcode == packet.RCWriteOnly && p.RETH.Length == 0 && f.Addressing().Src.Unmap() == netip.MustParseAddr("127.0.77.14") {
+			keepalives++
+		}
+	}
+	t.Logf("%d keepalives in 3.5 s", keepalives)
+	require.GreaterOrEqual(t, keepalives, 2, "rstream -k 1 sends a zero-length WRITE each second")
+}
