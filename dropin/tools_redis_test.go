@@ -114,6 +114,19 @@ func runRedis(t *testing.T, lib, preload string, srv, cli *testDaemon, addr stri
 // countCapture counts the RoCE frames of a capture: writes with immediates
 // (rsocket data and credits) and the rest.
 func countCapture(t *testing.T, path string) (writes, other int) {
+	eachRoCE(t, path, func(_ *packet.Frame, p *packet.Packet) {
+		switch p.BTH.Opcode {
+		case packet.RCWriteOnlyImm, packet.RCWriteLastImm:
+			writes++
+		default:
+			other++
+		}
+	})
+	return writes, other
+}
+
+// eachRoCE calls fn with every RoCE frame of a capture, decoded.
+func eachRoCE(t *testing.T, path string, fn func(f *packet.Frame, p *packet.Packet)) {
 	r, err := pcapio.Open(path)
 	require.NoError(t, err)
 	defer r.Close()
@@ -122,18 +135,13 @@ func countCapture(t *testing.T, path string) (writes, other int) {
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return writes, other
+			return
 		}
 		require.NoError(t, err)
 		if rec.Frame(&f) != nil {
 			continue
 		}
 		require.NoError(t, p.Decode(f.Transport))
-		switch p.BTH.Opcode {
-		case packet.RCWriteOnlyImm, packet.RCWriteLastImm:
-			writes++
-		default:
-			other++
-		}
+		fn(&f, &p)
 	}
 }

@@ -8,7 +8,6 @@ package dropin
 import (
 	"context"
 	"errors"
-	"io"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -18,27 +17,42 @@ import (
 
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/packet"
-	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/rsocket"
 	"github.com/softroce/softroce/verbsapi"
 	"github.com/softroce/softroce/workload/rstream"
 )
 
+// goPeer is a daemon on a udp link at daemonAddr, for C programs, and a
+// device of the test's own at goAddr (capturing to pcap, if given), for a
+// Go rsocket that meets them.
+type goPeer struct {
+	lib, sock string
+	dev       *verbsapi.Device
+	vc        *verbsapi.Context
+}
+
+func newGoPeer(t *testing.T, daemonAddr, goAddr, pcap string) *goPeer {
+	t.Helper()
+	testenv.Tools(t, "apt-get install rdmacm-utils", "rstream")
+	p := &goPeer{lib: buildLibs(t), sock: filepath.Join(t.TempDir(), "d.sock")}
+	d, err := startDaemon(linkFlags{Link: "udp", Addr: daemonAddr}, "rxe0", p.sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	p.dev, err = verbsapi.NewDevice("rxe9", verbsapi.LinkConfig{Kind: verbsapi.LinkUDP,
+		Addr: netip.AddrPortFrom(netip.MustParseAddr(goAddr), 0), Pcap: pcap})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.dev.Close() })
+	p.vc, err = p.dev.Open()
+	require.NoError(t, err)
+	return p
+}
+
 func TestRsocketHostilePeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("program pairs: not with -short (CI runs them without)")
 	}
-	testenv.Tools(t, "apt-get install rdmacm-utils", "rstream")
-	lib := buildLibs(t)
-	sock := filepath.Join(t.TempDir(), "d.sock")
-	d, err := startDaemon(linkFlags{Link: "udp", Addr: "127.0.77.12"}, "rxe0", sock)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	dev, err := verbsapi.NewDevice("rxe9", verbsapi.LinkConfig{Kind: verbsapi.LinkUDP, Addr: netip.MustParseAddrPort("127.0.77.13:0")})
-	require.NoError(t, err)
-	t.Cleanup(func() { dev.Close() })
-	vc, err := dev.Open()
-	require.NoError(t, err)
+	p := newGoPeer(t, "127.0.77.12", "127.0.77.13", "")
+	lib, sock, vc := p.lib, p.sock, p.vc
 	to := netip.MustParseAddrPort("127.0.77.12:7471")
 
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
@@ -106,18 +120,9 @@ func TestRsocketKeepalive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("program pairs: not with -short (CI runs them without)")
 	}
-	testenv.Tools(t, "apt-get install rdmacm-utils", "rstream")
-	lib := buildLibs(t)
-	sock := filepath.Join(t.TempDir(), "d.sock")
-	d, err := startDaemon(linkFlags{Link: "udp", Addr: "127.0.77.14"}, "rxe0", sock)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	pcap := filepath.Join(t.TempDir(), "keepalive.pcapng")
-	dev, err := verbsapi.NewDevice("rxe9", verbsapi.LinkConfig{Kind: verbsapi.LinkUDP,
-		Addr: netip.MustParseAddrPort("127.0.77.15:0"), Pcap: pcap})
-	require.NoError(t, err)
-	vc, err := dev.Open()
-	require.NoError(t, err)
+	gp := newGoPeer(t, "127.0.77.14", "127.0.77.15", pcap)
+	lib, sock, vc := gp.lib, gp.sock, gp.vc
 
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
@@ -134,27 +139,14 @@ func TestRsocketKeepalive(t *testing.T) {
 	}
 	time.Sleep(3500 * time.Millisecond) // idle: only keepalives cross
 	c.Close()
-	require.NoError(t, dev.Close()) // flush the capture
+	require.NoError(t, gp.dev.Close()) // flush the capture
 
-	r, err := pcapio.Open(pcap)
-	require.NoError(t, err)
-	defer r.Close()
 	keepalives := 0
-	var f packet.Frame
-	var p packet.Packet
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if rec.Frame(&f) != nil || p.Decode(f.Transport) != nil {
-			continue
-		}
+	eachRoCE(t, pcap, func(f *packet.Frame, p *packet.Packet) {
 		if p.BTH.Opcode == packet.RCWriteOnly && p.RETH.Length == 0 && f.Addressing().Src.Unmap() == netip.MustParseAddr("127.0.77.14") {
 			keepalives++
 		}
-	}
+	})
 	t.Logf("%d keepalives in 3.5 s", keepalives)
 	require.GreaterOrEqual(t, keepalives, 2, "rstream -k 1 sends a zero-length WRITE each second")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/softroce/softroce/verbsapi"
 	"github.com/softroce/softroce/workload/rdmacm"
 )
 
@@ -66,14 +67,18 @@ func runRdmacm(cctx context.Context, out io.Writer, lf linkFlags, port uint16, s
 	} else {
 		err = rdmacm.Server(cctx, vctx, out, port)
 	}
-	// The last DREP must reach the peer, and the peer's late DREQ get its
-	// answer, before the device goes.
-	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = vctx.Flush(fctx)
-	_ = vctx.DrainCM(fctx)
+	settleCM(vctx)
 	if err != nil {
 		return exitError{exitFailed, err}
 	}
 	return nil
+}
+
+// settleCM waits (5 s at most) until the last DREP has reached the peer,
+// and the peer's late DREQ has its answer, before the device goes.
+func settleCM(vctx *verbsapi.Context) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = vctx.Flush(ctx)
+	_ = vctx.DrainCM(ctx)
 }

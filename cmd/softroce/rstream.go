@@ -4,10 +4,8 @@ package main
 // rsocket (packages rsocket and workload/rstream): flags and wiring.
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,10 +69,7 @@ drop-in library:
 				}
 				err = rstream.Client(ctx, vctx, cmd.OutOrStdout(), netip.AddrPortFrom(a, port), o)
 			}
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = vctx.Flush(fctx)
-			_ = vctx.DrainCM(fctx)
+			settleCM(vctx)
 			if err != nil {
 				return exitError{exitFailed, err}
 			}

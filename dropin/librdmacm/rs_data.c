@@ -545,8 +545,10 @@ ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr 
 	return ret;
 }
 
-/* rrecvv fills the vectors in order, blocking at most for the first byte. */
-static ssize_t rrecvv(int socket, const struct iovec *iov, int iovcnt, int flags)
+/* rs_iov moves the vectors in order as one stream (recv: rrecv, else
+ * rsend), stopping at the first short one; a receive blocks at most for
+ * its first byte. */
+static ssize_t rs_iov(int socket, const struct iovec *iov, int iovcnt, int flags, int recv)
 {
 	ssize_t total = 0, n;
 	int i;
@@ -554,7 +556,10 @@ static ssize_t rrecvv(int socket, const struct iovec *iov, int iovcnt, int flags
 	for (i = 0; i < iovcnt; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		n = rrecv(socket, iov[i].iov_base, iov[i].iov_len, total ? flags | MSG_DONTWAIT : flags);
+		if (recv)
+			n = rrecv(socket, iov[i].iov_base, iov[i].iov_len, total ? flags | MSG_DONTWAIT : flags);
+		else
+			n = rsend(socket, iov[i].iov_base, iov[i].iov_len, flags);
 		if (n < 0)
 			return total ? total : n;
 		total += n;
@@ -569,7 +574,7 @@ ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 	if (msg->msg_control && msg->msg_controllen)
 		return rs_err(ENOTSUP);
 	msg->msg_flags = 0;
-	return rrecvv(socket, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return rs_iov(socket, msg->msg_iov, (int)msg->msg_iovlen, flags, 1);
 }
 
 ssize_t rread(int socket, void *buf, size_t count)
@@ -579,7 +584,7 @@ ssize_t rread(int socket, void *buf, size_t count)
 
 ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 {
-	return rrecvv(socket, iov, iovcnt, 0);
+	return rs_iov(socket, iov, iovcnt, 0, 1);
 }
 
 /* rs_send_some sends from buf: each message up to RS_FIRST_XFER doubling
@@ -652,30 +657,11 @@ ssize_t rsendto(int socket, const void *buf, size_t len, int flags, const struct
 	return rsend(socket, buf, len, flags);
 }
 
-/* rsendv sends the vectors in order, as one stream. */
-static ssize_t rsendv(int socket, const struct iovec *iov, int iovcnt, int flags)
-{
-	ssize_t total = 0, n;
-	int i;
-
-	for (i = 0; i < iovcnt; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		n = rsend(socket, iov[i].iov_base, iov[i].iov_len, flags);
-		if (n < 0)
-			return total ? total : n;
-		total += n;
-		if ((size_t)n < iov[i].iov_len)
-			break;
-	}
-	return total;
-}
-
 ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 {
 	if (msg->msg_control && msg->msg_controllen)
 		return rs_err(ENOTSUP);
-	return rsendv(socket, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return rs_iov(socket, msg->msg_iov, (int)msg->msg_iovlen, flags, 0);
 }
 
 ssize_t rwrite(int socket, const void *buf, size_t count)
@@ -685,5 +671,5 @@ ssize_t rwrite(int socket, const void *buf, size_t count)
 
 ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 {
-	return rsendv(socket, iov, iovcnt, 0);
+	return rs_iov(socket, iov, iovcnt, 0, 0);
 }

@@ -221,15 +221,26 @@ static int epoll_wait_rs(struct eset *s, int epfd, struct epoll_event *out, int 
 	}
 }
 
-PUBLIC int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
+/* ours is the set epfd names when it holds rsockets, else NULL (libc
+ * serves the call). */
+static struct eset *ours(int epfd)
 {
 	struct eset *s;
 
 	preload_init();
 	pthread_mutex_lock(&lock);
 	s = find(epfd, 0);
+	if (s && !s->list)
+		s = NULL;
 	pthread_mutex_unlock(&lock);
-	if (!s || !s->list)
+	return s;
+}
+
+PUBLIC int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
+{
+	struct eset *s = ours(epfd);
+
+	if (!s)
 		return real.epoll_wait(epfd, events, max, timeout);
 	if (max <= 0)
 		return errno = EINVAL, -1;
@@ -238,13 +249,7 @@ PUBLIC int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout
 
 PUBLIC int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask)
 {
-	struct eset *s;
-
-	preload_init();
-	pthread_mutex_lock(&lock);
-	s = find(epfd, 0);
-	pthread_mutex_unlock(&lock);
-	if (!s || !s->list)
+	if (!ours(epfd))
 		return real.epoll_pwait(epfd, events, max, timeout, mask);
 	return epoll_wait(epfd, events, max, timeout); /* the mask is not applied */
 }

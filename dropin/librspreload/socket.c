@@ -280,32 +280,37 @@ static int fcntl_rs(int fd, struct rsref *r, int cmd, long arg, int (*f)(int, in
 	}
 }
 
-PUBLIC int fcntl(int fd, int cmd, ...)
+/* fcntl_any is fcntl and fcntl64, which differ only in libc's function
+ * (which the program chose by its _FILE_OFFSET_BITS). */
+static int fcntl_any(int fd, int cmd, long arg, int (**f)(int, int, ...))
 {
 	struct rsref *r;
+
+	preload_init();
+	r = fd_ref(fd);
+	return r ? fcntl_rs(fd, r, cmd, arg, *f) : (*f)(fd, cmd, arg);
+}
+
+PUBLIC int fcntl(int fd, int cmd, ...)
+{
 	va_list ap;
 	long arg;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, long);
 	va_end(ap);
-	preload_init();
-	r = fd_ref(fd);
-	return r ? fcntl_rs(fd, r, cmd, arg, real.fcntl) : real.fcntl(fd, cmd, arg);
+	return fcntl_any(fd, cmd, arg, &real.fcntl);
 }
 
 PUBLIC int fcntl64(int fd, int cmd, ...)
 {
-	struct rsref *r;
 	va_list ap;
 	long arg;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, long);
 	va_end(ap);
-	preload_init();
-	r = fd_ref(fd);
-	return r ? fcntl_rs(fd, r, cmd, arg, real.fcntl64) : real.fcntl64(fd, cmd, arg);
+	return fcntl_any(fd, cmd, arg, &real.fcntl64);
 }
 
 PUBLIC int ioctl(int fd, unsigned long req, ...)
