@@ -34,6 +34,8 @@ type Capture struct {
 	Name   string
 	Frames []*Frame // RoCE v2 frames that decode, capture order
 	OOB    []OOBRecord
+	// CM holds the REQs and REPs of its rdma_cm exchanges (cmrec.go).
+	CM []CMRecord
 	// Skipped counts RoCE v2 frames whose transport packet does not decode.
 	Skipped int
 }
@@ -103,6 +105,7 @@ func Read(r *pcapio.Reader) (*Capture, error) {
 		copy(fr.MAC[:], f.Eth[6:12])
 		c.Frames = append(c.Frames, fr)
 	}
+	c.CM = cmRecords(c.Frames)
 	return c, nil
 }
 

@@ -29,7 +29,9 @@
 // The out-of-band records of ibv_*_pingpong ("LID:QPN:PSN:GID", 52 bytes)
 // and perftest (its RoCE key record, which adds the rkey and address of the
 // sender's buffer), on TCP port 18515, are parsed when the capture has them
-// and cross-checked against the RoCE frames (Capture.CheckOOB).
+// and cross-checked against the RoCE frames (Capture.CheckOOB); so are the
+// REQ and REP of flows connected with rdma_cm, which carry the same facts
+// on QP 1 (Capture.CheckCM).
 //
 // A capture with loss (Flow.Lossy) allows only a responder replay: the
 // requester's messages have packets the capture lacks. Options.ResponderOnly

@@ -189,6 +189,15 @@ func runReplayCompare(out io.Writer, c *replay.Capture, rf *replayFlags) error {
 					fmt.Fprintf(out, "  out-of-band %s: agrees\n", o)
 				}
 			}
+			if recs, err := c.CheckCM(f); err != nil {
+				fmt.Fprintf(out, "  %v\n", err)
+				failed++
+				continue
+			} else if !rf.quiet {
+				for _, r := range recs {
+					fmt.Fprintf(out, "  rdma_cm %s: agrees\n", r)
+				}
+			}
 			opt := replay.Options{Strict: rf.strict, ResponderOnly: rf.responderOnly}
 			if f.Lossy() {
 				if f.Responder() != host {

@@ -50,6 +50,11 @@ func runConformance(out io.Writer, paths []string, strict bool) error {
 					differ++
 					continue
 				}
+				if _, err := c.CheckCM(f); err != nil {
+					fmt.Fprintf(out, "%s: differs: %v\n", label, err)
+					differ++
+					continue
+				}
 				r, err := replay.Run(f, host.Addr, opt)
 				switch {
 				case err != nil:

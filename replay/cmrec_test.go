@@ -1,0 +1,43 @@
+package replay
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/packet"
+)
+
+// TestCheckCM: a flow connected with rdma_cm (ucmatose between two kernel
+// rxe guests) has its REQ and REP checked against its packets, as
+// out-of-band records are; a record that contradicts the flow is said.
+func TestCheckCM(t *testing.T) {
+	c, err := Load("../testdata/pcaps/interop/guest_guest_ucmatose.pcap")
+	require.NoError(t, err)
+	require.Len(t, c.CM, 4, "two connections: a REQ and a REP each")
+	flows := c.Flows()
+	require.Len(t, flows, 2)
+	for i, f := range flows {
+		recs, err := c.CheckCM(f)
+		require.NoError(t, err, "flow %d", i+1)
+		require.Len(t, recs, 2, "flow %d: its REQ and its REP", i+1)
+		assert.Equal(t, packet.CMAttrREQ, recs[0].Kind)
+		assert.Equal(t, 4096, recs[0].MTU)
+		assert.Equal(t, packet.CMAttrREP, recs[1].Kind)
+		assert.Equal(t, recs[0].From, f.Frames[0].Dst, "flow %d: the passive side sends first; the REQ came from the other", i+1)
+	}
+
+	c.CM[0].PSN ^= 1
+	_, err = c.CheckCM(flows[0])
+	require.ErrorContains(t, err, "the first request of")
+	c.CM[0].PSN ^= 1
+	longest := 0
+	for _, fr := range flows[0].Frames {
+		longest = max(longest, len(fr.Pkt.Payload))
+	}
+	require.Positive(t, longest)
+	c.CM[0].MTU = longest - 1
+	_, err = c.CheckCM(flows[0])
+	require.ErrorContains(t, err, "more than the path MTU")
+}
