@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func runRedis(t *testing.T, lib, preload string, srv, cli *testDaemon, addr stri
 	pre := "LD_PRELOAD=" + preload
 	p := fmt.Sprint(port)
 	server, err := startTool(ctx, lib, srv.path, "env", pre, "redis-server", "--port", p, "--save", "",
-		"--appendonly", "no", "--protected-mode", "no")
+		"--appendonly", "no", "--protected-mode", "no", "--dir", t.TempDir())
 	require.NoError(t, err)
 	defer func() { cancel(); <-server.done }()
 
@@ -108,7 +109,26 @@ func runRedis(t *testing.T, lib, preload string, srv, cli *testDaemon, addr stri
 		require.Regexp(t, `SET: [0-9.]+ requests per second`, out)
 		require.Regexp(t, `GET: [0-9.]+ requests per second`, out)
 	}
-	return requests + 2*2000
+	// BGSAVE forks a child that closes the listening sockets it inherited:
+	// that must leave the parent's rsockets alone (the preload library
+	// forgets them in a child), and the server keeps serving.
+	out, err = run("redis-cli", "bgsave")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "Background saving started")
+	for try := 0; ; try++ {
+		out, err = run("redis-cli", "info", "persistence")
+		require.NoError(t, err, "after BGSAVE:\n%s\n--- server:\n%s", out, server.out.String())
+		if strings.Contains(out, "rdb_bgsave_in_progress:0") {
+			break
+		}
+		require.Less(t, try, 100, out)
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Contains(t, out, "rdb_last_bgsave_status:ok")
+	out, err = run("redis-cli", "get", "softroce")
+	require.NoError(t, err, "after BGSAVE:\n%s\n--- server:\n%s", out, server.out.String())
+	require.Contains(t, out, "over rsockets")
+	return requests + 2*2000 + 3
 }
 
 // countCapture counts the RoCE frames of a capture: writes with immediates

@@ -71,11 +71,32 @@ static void resolve(void)
 		real.fcntl64 = real.fcntl;
 }
 
+/* after_fork runs in a child: the rsockets are the parent's (their QPs,
+ * ids and the daemon connection behind them), so the child's fds for them
+ * name nothing: calls on them fail with EBADF, and close only closes the
+ * fd, leaving the parent's connection alone (a Redis BGSAVE child closes
+ * the listening sockets it inherited). */
+static void after_fork(void)
+{
+	struct node *n;
+
+	for (n = all; n; n = n->next) {
+		n->r->gone = 1;
+		n->r->rs = -1; /* every r* call on it: EBADF; rpoll: never ready */
+	}
+}
+
+static void init(void)
+{
+	resolve();
+	pthread_atfork(NULL, NULL, after_fork);
+}
+
 void preload_init(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	pthread_once(&once, resolve);
+	pthread_once(&once, init);
 }
 
 struct rsref *fd_ref(int fd)
@@ -166,7 +187,8 @@ void fd_release(struct rsref *r)
 	if (!last)
 		return;
 	epoll_forget(r);
-	rclose(r->rs);
+	if (!r->gone)
+		rclose(r->rs);
 	free(r);
 }
 

@@ -26,6 +26,7 @@ struct rsref {
 	int rs;	   /* the rsocket's index in librdmacm */
 	int refs;  /* program fds naming it */
 	int alias; /* a listener whose port the device already serves (see bind) */
+	int gone;  /* inherited across fork: the child has no rsocket (fdtab.c) */
 	int family, port, any, v6only;
 	uint32_t epoll_gen; /* bumped when it closes, for epoll sets */
 };
