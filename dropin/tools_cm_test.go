@@ -51,8 +51,9 @@ type cmToolCase struct {
 	want           string // in the client's output (and the server's, unless it stays)
 	// serverStays: the server serves until it is stopped (qperf, cmtime).
 	serverStays bool
-	// tcp: the programs also talk over TCP to the server's address, which
-	// only the udp setup's address is (qperf's control connection).
+	// tcp: the programs also reach the server's address through the
+	// host's network (qperf's TCP control connection, datagram rsockets'
+	// UDP), which only the udp setup's address is on.
 	tcp bool
 }
 
@@ -90,6 +91,9 @@ var cmToolCases = []cmToolCase{
 	{"rstream_preload", []string{"PRELOAD", "rstream", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, []string{"PRELOAD", "rstream", "-s", "ADDR", "-T", "s", "-T", "v", "-S", "65536", "-C", "100"}, "custom", false, false},
 	// rcopy: a file copied over rsockets, then compared (cmToolAfter).
 	{"rcopy", []string{"rcopy"}, []string{"rcopy", "/usr/bin/rstream", "ADDR:TMP/copy"}, "done", true, false},
+	// Datagram rsockets: UDP finds the peer's UD QP, then RoCE carries
+	// the datagrams; -T e echoes each one (a round trip).
+	{"udpong", []string{"udpong", "-b", "ADDR"}, []string{"udpong", "-s", "ADDR", "-T", "e", "-C", "200", "-S", "500"}, "custom", true, true},
 	{"qperf_cm1", []string{"qperf"}, []string{"qperf", "-cm1", "-t", "1", "ADDR", "rc_bw", "rc_rdma_read_lat"}, "latency", true, true},
 }
 
@@ -102,7 +106,7 @@ func TestDebianRdmacmTools(t *testing.T) {
 		t.Skip("program pairs: not with -short (CI runs them without)")
 	}
 	testenv.Tools(t, "apt-get install rdmacm-utils", "rping", "rdma_server", "rdma_client", "ucmatose", "udaddy",
-		"rdma_xserver", "rdma_xclient", "cmtime", "rstream", "riostream", "rcopy")
+		"rdma_xserver", "rdma_xclient", "cmtime", "rstream", "riostream", "rcopy", "udpong")
 	testenv.Tools(t, "apt-get install perftest", "ib_send_bw", "ib_write_lat")
 	testenv.Tools(t, "apt-get install qperf", "qperf")
 	lib := buildLibs(t)
@@ -128,7 +132,7 @@ func withPreload(t *testing.T, argv []string) []string {
 
 func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	if tc.tcp && l.name == "mem" {
-		t.Skip("the program also connects over TCP to the server's address, and a mem link's is no host address")
+		t.Skip("the programs also reach the server's address through the host's network, and a mem link's is no host address")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()

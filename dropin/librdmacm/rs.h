@@ -1,4 +1,5 @@
-/* rs.h: the drop-in's rsockets, private state. A stream rsocket is an RC
+/* rs.h: the drop-in's rsockets, private state. (A datagram rsocket is a
+ * UDP socket and a UD QP: rs_dgram.c.) A stream rsocket is an RC
  * QP connected through rdma_cm, speaking librdmacm's rsocket protocol
  * (rdma-core's librdmacm/docs/rsocket) so that it talks to Debian's
  * librdmacm on kernel rxe or a real RNIC:
@@ -121,7 +122,26 @@ struct rs_iomr {
 	struct rs_iomr *next;
 };
 
+/* Datagram rsockets (rs_dgram.c). */
+struct rs_dest { /* a peer, by its UDP address */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct sockaddr_storage src; /* where our UDP datagrams to it come from */
+	struct ibv_ah *ah; /* once its QPN is known */
+	uint32_t qpn;
+	struct rs_dest *next;
+};
+
+struct rs_dmsg { /* a datagram waiting for rrecvfrom */
+	struct rs_dmsg *next;
+	struct sockaddr_storage src;
+	socklen_t srclen;
+	uint32_t len;
+	uint8_t data[];
+};
+
 struct rsock {
+	int type; /* SOCK_STREAM or SOCK_DGRAM */
 	int index;
 	int state;
 	int err; /* SO_ERROR */
@@ -181,6 +201,19 @@ struct rsock {
 	struct rs_iomr *iomaps;
 	int iomap_pending;
 
+	/* Datagram: a UDP socket finds peers, a UD QP carries the data once
+	 * the peer's QPN is known. */
+	int udp;
+	struct rdma_cm_id *did;
+	uint8_t dhdr[24]; /* [0] IP version, from [4] (v4) or [8] (v6) the device's address */
+	uint8_t *dbuf; /* sq_size send slots, then rq_size receive slots */
+	struct ibv_mr *dmr;
+	int dsend_next, dsend_avail;
+	struct rs_dest *dests, *conn_dest;
+	int ndests;
+	struct rs_dmsg *dq_head, *dq_tail;
+	int dq_len;
+
 	int cq_armed;
 	int unacked;	      /* completion events not yet acked */
 	uint64_t cm_checked; /* when rs_cm_events last looked, us */
@@ -215,6 +248,18 @@ int rs_all_sends_done(struct rsock *rs);
 int rs_conn_can_send_ctrl(struct rsock *rs);
 ssize_t rs_stage_send(struct rsock *rs, const void *buf, uint32_t len, int direct,
 		      uint64_t addr, uint32_t rkey, uint32_t msg);
+
+/* rs_dgram.c */
+int ds_socket(struct rsock *rs, int domain, int type);
+int ds_bind(struct rsock *rs, const struct sockaddr *addr, socklen_t len);
+int ds_connect(struct rsock *rs, const struct sockaddr *addr, socklen_t len);
+ssize_t ds_sendto(struct rsock *rs, const void *buf, size_t len, int flags, const struct sockaddr *to,
+		  socklen_t tolen);
+ssize_t ds_recvfrom(struct rsock *rs, void *buf, size_t len, int flags, struct sockaddr *src, socklen_t *srclen);
+short ds_revents(struct rsock *rs, short events);
+void ds_arm(struct rsock *rs, struct pollfd *p);
+void ds_take(struct rsock *rs, struct pollfd *p);
+void ds_free(struct rsock *rs);
 
 /* rs_iomap.c */
 int rs_send_iomaps(struct rsock *rs, int flags);

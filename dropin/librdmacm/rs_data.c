@@ -504,6 +504,8 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return ds_recvfrom(rs, buf, len, flags, NULL, NULL);
 	if (rs_connect_first(rs))
 		return -1;
 	if (rs->state == RS_LISTENING || rs->state == RS_INIT || rs->state == RS_BOUND)
@@ -538,7 +540,12 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 
 ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr, socklen_t *addrlen)
 {
-	ssize_t ret = rrecv(socket, buf, len, flags);
+	struct rsock *rs = rs_get(socket);
+	ssize_t ret;
+
+	if (rs && rs->type == SOCK_DGRAM)
+		return ds_recvfrom(rs, buf, len, flags, src_addr, addrlen);
+	ret = rrecv(socket, buf, len, flags);
 
 	if (ret > 0 && src_addr && addrlen)
 		rgetpeername(socket, src_addr, addrlen);
@@ -639,6 +646,8 @@ ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return ds_sendto(rs, buf, len, flags, NULL, 0);
 	if (rs_connect_first(rs))
 		return -1;
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)))
@@ -654,6 +663,10 @@ ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 ssize_t rsendto(int socket, const void *buf, size_t len, int flags, const struct sockaddr *dest_addr,
 		socklen_t addrlen)
 {
+	struct rsock *rs = rs_get(socket);
+
+	if (rs && rs->type == SOCK_DGRAM)
+		return ds_sendto(rs, buf, len, flags, dest_addr, addrlen);
 	return rsend(socket, buf, len, flags);
 }
 

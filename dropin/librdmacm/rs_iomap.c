@@ -96,7 +96,7 @@ off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offse
 
 	if (!rs)
 		return rs_err(EBADF);
-	if (!rs->id->pd || (prot & ~(PROT_WRITE | PROT_NONE)))
+	if (rs->type == SOCK_DGRAM || !rs->id->pd || (prot & ~(PROT_WRITE | PROT_NONE)))
 		return rs_err(EINVAL);
 	m = calloc(1, sizeof(*m));
 	if (!m)

@@ -222,6 +222,20 @@ int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_
 	if (!optval || optlen < sizeof(int))
 		return rs_err(EINVAL);
 	memcpy(&ival, optval, sizeof(ival));
+	if (rs->type == SOCK_DGRAM) {
+		/* The UDP socket takes the socket options (librdmacm's way);
+		 * the buffer sizes size the QP too, before it exists. */
+		if (level != SOL_RDMA && setsockopt(rs->udp, level, optname, optval, optlen))
+			return -1;
+		if (level == SOL_SOCKET && !rs->did && ival > 0) {
+			if (optname == SO_RCVBUF)
+				rs->rq_size = (ival << 1) / RS_SNDLOWAT > 2 ? (ival << 1) / RS_SNDLOWAT : 2;
+			if (optname == SO_SNDBUF)
+				rs->sq_size = (ival << 1) / RS_SNDLOWAT > 2 ? (ival << 1) / RS_SNDLOWAT : 2;
+		}
+		if (level != SOL_RDMA)
+			return 0;
+	}
 	switch (level) {
 	case SOL_SOCKET:
 		switch (optname) {
@@ -348,6 +362,8 @@ int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *opt
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM && level != SOL_RDMA)
+		return getsockopt(rs->udp, level, optname, optval, optlen);
 	switch (level) {
 	case SOL_SOCKET:
 		switch (optname) {
@@ -441,7 +457,7 @@ int rfcntl(int socket, int cmd, ... /* arg */)
 		va_start(ap, cmd);
 		arg = va_arg(ap, int);
 		va_end(ap);
-		if ((rs->state == RS_LISTENING || (rs->state & RS_OPENING)) &&
+		if (rs->type == SOCK_STREAM && (rs->state == RS_LISTENING || (rs->state & RS_OPENING)) &&
 		    rs_set_fd_nonblock(rs->id->channel->fd, arg & O_NONBLOCK))
 			return -1;
 		rs->fs_flags = arg;

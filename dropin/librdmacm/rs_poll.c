@@ -23,6 +23,8 @@ static short rs_revents(struct rsock *rs, short events)
 {
 	short rev = 0;
 
+	if (rs->type == SOCK_DGRAM)
+		return ds_revents(rs, events);
 	if (rs->state & RS_OPENING) {
 		if (rs_do_connect(rs) && errno == EINPROGRESS)
 			return 0;
@@ -73,7 +75,7 @@ static int rs_check(struct pollfd *fds, nfds_t nfds)
 		struct rsock *rs = rs_get(fds[i].fd);
 
 		fds[i].revents = 0;
-		if (rs && rs->state != RS_LISTENING) {
+		if (rs && (rs->type == SOCK_DGRAM || rs->state != RS_LISTENING)) {
 			fds[i].revents = rs_revents(rs, fds[i].events);
 			continue;
 		}
@@ -101,6 +103,10 @@ static int rs_check(struct pollfd *fds, nfds_t nfds)
 /* rs_arm prepares rs to wake a blocked poll and names the fds to poll. */
 static void rs_arm(struct rsock *rs, struct pollfd *p)
 {
+	if (rs->type == SOCK_DGRAM) {
+		ds_arm(rs, p);
+		return;
+	}
 	p[0].fd = p[1].fd = -1;
 	p[0].events = p[1].events = POLLIN;
 	p[0].revents = p[1].revents = 0;
@@ -119,6 +125,10 @@ static void rs_arm(struct rsock *rs, struct pollfd *p)
 /* rs_take consumes the completion event that woke us, if it is ours. */
 static void rs_take(struct rsock *rs, struct pollfd *p)
 {
+	if (rs->type == SOCK_DGRAM) {
+		ds_take(rs, p);
+		return;
+	}
 	if (p[1].revents && (rs->state & (RS_CONNECTED | RS_DISCONNECTED | RS_ERROR)))
 		rs_cm_events(rs);
 	if (!p[0].revents)

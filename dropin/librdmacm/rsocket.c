@@ -106,6 +106,8 @@ static struct rsock *rs_alloc(struct rsock *parent)
 	if (!rs)
 		return NULL;
 	rs->index = -1;
+	rs->type = SOCK_STREAM;
+	rs->udp = -1;
 	if (parent) {
 		rs->sbuf_size = parent->sbuf_size;
 		rs->rbuf_size = parent->rbuf_size;
@@ -137,6 +139,8 @@ static void rs_free(struct rsock *rs)
 
 	rs_keepalive_stop(rs);
 	rs_remove(rs);
+	if (rs->type == SOCK_DGRAM)
+		ds_free(rs);
 	if (id) {
 		rs_free_iomaps(rs);
 		if (id->qp) {
@@ -442,9 +446,7 @@ int rsocket(int domain, int type, int protocol)
 	    (kind == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
 	    (kind == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
 		return rs_err(ENOTSUP);
-	/* Datagram rsockets (UD QPs found through a UDP socket) are not served
-	 * yet; librspreload falls back to a real socket on this error. */
-	if (kind == SOCK_DGRAM)
+	if (domain == AF_IB && kind == SOCK_DGRAM)
 		return rs_err(ENOTSUP);
 	rs_configure();
 	rs = rs_alloc(NULL);
@@ -452,6 +454,19 @@ int rsocket(int domain, int type, int protocol)
 		return rs_err(ENOMEM);
 	rs->fd_flags = (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;
 	rs->fs_flags = (type & SOCK_NONBLOCK) ? O_NONBLOCK : 0;
+	if (kind == SOCK_DGRAM) {
+		if (ds_socket(rs, domain, type)) {
+			err = errno;
+			rs_free(rs);
+			return rs_err(err);
+		}
+		err = rs_insert(rs, rs->udp);
+		if (err) {
+			rs_free(rs);
+			return rs_err(err);
+		}
+		return rs->index;
+	}
 	if (rdma_create_id(NULL, &rs->id, rs, RDMA_PS_TCP)) {
 		err = errno;
 		rs_free(rs);
@@ -472,6 +487,8 @@ int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return ds_bind(rs, addr, addrlen);
 	if (rs->state != RS_INIT)
 		return rs_err(EINVAL);
 	if (rdma_bind_addr(rs->id, (struct sockaddr *)addr))
@@ -486,6 +503,8 @@ int rlisten(int socket, int backlog)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return rs_err(EOPNOTSUPP);
 	if (rs->state == RS_LISTENING)
 		return 0;
 	if (rdma_listen(rs->id, backlog))
@@ -556,6 +575,8 @@ int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (!l)
 		return rs_err(EBADF);
+	if (l->type == SOCK_DGRAM)
+		return rs_err(EOPNOTSUPP);
 	if (l->state != RS_LISTENING)
 		return rs_err(EINVAL);
 	do {
@@ -574,6 +595,8 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return ds_connect(rs, addr, addrlen);
 	if (!addr || addrlen < sizeof(struct sockaddr_in) || addrlen > sizeof(rs->id->route.addr.dst_storage))
 		return rs_err(EINVAL);
 	if (rs->state == RS_INIT || rs->state == RS_BOUND)
@@ -604,6 +627,10 @@ int rshutdown(int socket, int how)
 		return rs_err(EBADF);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return rs_err(EINVAL);
+	if (rs->type == SOCK_DGRAM) {
+		rs->state &= ~(how == SHUT_RD ? RS_READABLE : how == SHUT_WR ? RS_WRITABLE : RS_READABLE | RS_WRITABLE);
+		return 0;
+	}
 	rs_keepalive_stop(rs);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state & RS_CONNECTED) {
@@ -670,6 +697,8 @@ int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return getpeername(rs->udp, addr, addrlen);
 	if (!addr || !addrlen)
 		return rs_err(EFAULT);
 	if (!(rs->state & (RS_CONNECTED | RS_OPENING | RS_DISCONNECTED)))
@@ -684,6 +713,8 @@ int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (!rs)
 		return rs_err(EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return getsockname(rs->udp, addr, addrlen);
 	if (!addrlen || (!addr && *addrlen))
 		return rs_err(EFAULT);
 	rs_copy_addr(addr, rdma_get_local_addr(rs->id), addrlen);
