@@ -227,6 +227,7 @@ void rs_cm_events_now_and_then(struct rsock *rs);
 uint64_t rs_now_us(void);
 int rs_err(int err); /* errno = err, returns -1 */
 int rs_set_fd_nonblock(int fd, int on);
+void rs_release_id(struct rdma_cm_id *id);
 
 /* rs_data.c */
 int rs_init_bufs(struct rsock *rs);

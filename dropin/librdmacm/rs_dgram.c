@@ -637,13 +637,7 @@ void ds_free(struct rsock *rs)
 			rdma_destroy_qp(id);
 		if (rs->dmr)
 			ibv_dereg_mr(rs->dmr);
-		if (id->recv_cq)
-			ibv_destroy_cq(id->recv_cq);
-		if (id->recv_cq_channel)
-			ibv_destroy_comp_channel(id->recv_cq_channel);
-		id->recv_cq = id->send_cq = NULL;
-		id->recv_cq_channel = id->send_cq_channel = NULL;
-		rdma_destroy_id(id);
+		rs_release_id(id);
 	}
 	free(rs->dbuf);
 	if (rs->udp >= 0)

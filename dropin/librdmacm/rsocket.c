@@ -98,6 +98,19 @@ int rs_set_fd_nonblock(int fd, int on)
 	return fcntl(fd, F_SETFL, fl);
 }
 
+/* rs_release_id frees an rsocket's CQ, its channel and the id, once its
+ * QP and regions are gone. */
+void rs_release_id(struct rdma_cm_id *id)
+{
+	if (id->recv_cq)
+		ibv_destroy_cq(id->recv_cq);
+	if (id->recv_cq_channel)
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+	id->recv_cq = id->send_cq = NULL;
+	id->recv_cq_channel = id->send_cq_channel = NULL;
+	rdma_destroy_id(id);
+}
+
 /* rs_alloc makes an rsocket; an accepted one inherits its listener's sizes. */
 static struct rsock *rs_alloc(struct rsock *parent)
 {
@@ -159,15 +172,8 @@ static void rs_free(struct rsock *rs)
 	free(rs->rbuf);
 	free(rs->target_buf);
 	free(rs->rmsg);
-	if (id) {
-		if (id->recv_cq)
-			ibv_destroy_cq(id->recv_cq);
-		if (id->recv_cq_channel)
-			ibv_destroy_comp_channel(id->recv_cq_channel);
-		id->recv_cq = id->send_cq = NULL;
-		id->recv_cq_channel = id->send_cq_channel = NULL;
-		rdma_destroy_id(id);
-	}
+	if (id)
+		rs_release_id(id);
 	free(rs->route);
 	pthread_mutex_destroy(&rs->slock);
 	pthread_mutex_destroy(&rs->rlock);
