@@ -39,6 +39,7 @@ func BenchmarkPingPong(b *testing.B) {
 			defer stop()
 			go io.Copy(srv, srv)
 			buf := []byte{1}
+			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				if _, err := cli.Write(buf); err != nil {
@@ -61,6 +62,7 @@ func BenchmarkStream64KiB(b *testing.B) {
 			go func() { n, _ := io.Copy(io.Discard, srv); done <- n }()
 			buf := make([]byte, 64<<10)
 			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				if _, err := cli.Write(buf); err != nil {

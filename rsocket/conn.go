@@ -73,7 +73,8 @@ type Conn struct {
 	wmu sync.Mutex // one Write at a time: writes do not interleave
 
 	mu        sync.Mutex
-	wake      chan struct{} // closed and replaced at every change
+	wake      chan struct{} // closed and replaced at a change someone waits for
+	waiters   int
 	state     int
 	closed    bool
 	readShut  bool  // CloseRead: what arrives is dropped
@@ -85,6 +86,11 @@ type Conn struct {
 	depth     int
 	inline    int
 	peerOrder binary.ByteOrder
+
+	// Scratch for posting, under mu (writeWR).
+	wr     verbsapi.SendWR
+	sgl    [2]verbsapi.SGE
+	sgeBuf [sgeLen]byte
 
 	// Send side.
 	sqeAvail         int
@@ -194,10 +200,34 @@ func (c *Conn) start(cm *verbsapi.CMConn, peer connData) {
 	go c.run(ctx)
 }
 
-// notify wakes every waiter. Called with mu held.
+// notify wakes every waiter. Called with mu held. With none waiting (the
+// common case at every completion) it costs nothing.
 func (c *Conn) notify() {
+	if c.waiters == 0 {
+		return
+	}
 	close(c.wake)
 	c.wake = make(chan struct{})
+}
+
+// waitChange waits, with mu held, for the next notify or until until
+// (zero: no limit).
+func (c *Conn) waitChange(until time.Time) {
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		timeout = t.C
+	}
+	wake := c.wake
+	c.waiters++
+	c.mu.Unlock()
+	select {
+	case <-wake:
+	case <-timeout:
+	}
+	c.mu.Lock()
+	c.waiters--
 }
 
 // await waits, with mu held, until ready is true, the deadline dl passes
@@ -209,26 +239,13 @@ func (c *Conn) await(dl *time.Time, ready func() bool) error {
 		return os.ErrDeadlineExceeded
 	}
 	for !ready() {
-		if c.closed {
+		switch {
+		case c.closed:
 			return net.ErrClosed
+		case !dl.IsZero() && !time.Now().Before(*dl):
+			return os.ErrDeadlineExceeded
 		}
-		var timeout <-chan time.Time
-		if !dl.IsZero() {
-			left := time.Until(*dl)
-			if left <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			t := time.NewTimer(left)
-			defer t.Stop()
-			timeout = t.C
-		}
-		wake := c.wake
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-timeout:
-		}
-		c.mu.Lock()
+		c.waitChange(*dl)
 	}
 	return nil
 }
@@ -342,18 +359,19 @@ func (c *Conn) writeErr() error {
 // that says so. Called with mu held.
 func (c *Conn) postData(p []byte) error {
 	t := &c.tgt[c.tgtIdx]
-	m := msg(opData, uint32(len(p)))
-	wr := verbsapi.SendWR{ID: uint64(m), Opcode: verbsapi.WRWriteImm, Imm: m, RemoteAddr: t.addr, RKey: t.key}
+	wr := c.writeWR(msg(opData, uint32(len(p))), t.addr, t.key)
 	if len(p) <= c.inline {
 		wr.Flags, wr.Inline = verbsapi.SendInline, p
 	} else {
 		sbuf := c.smr.Bytes()
 		first := min(len(p), len(sbuf)-c.shead)
 		copy(sbuf[c.shead:], p[:first])
-		wr.SGL = []verbsapi.SGE{c.smr.SGE(c.shead, first)}
+		c.sgl[0] = c.smr.SGE(c.shead, first)
+		wr.SGL = c.sgl[:1]
 		if first < len(p) {
 			copy(sbuf, p[first:])
-			wr.SGL = append(wr.SGL, c.smr.SGE(0, len(p)-first))
+			c.sgl[1] = c.smr.SGE(0, len(p)-first)
+			wr.SGL = c.sgl[:2]
 		}
 		c.shead = (c.shead + len(p)) % len(sbuf)
 	}
@@ -365,7 +383,15 @@ func (c *Conn) postData(p []byte) error {
 	c.sseqNo++
 	c.sqeAvail--
 	c.sbufAvail -= len(p)
-	return c.qp.PostSend(&wr)
+	return c.qp.PostSend(wr)
+}
+
+// writeWR fills c's one work request (every post is made under mu, and
+// PostSend copies what it keeps) as an RDMA WRITE WITH IMMEDIATE m: no
+// allocation per message.
+func (c *Conn) writeWR(m uint32, addr uint64, rkey uint32) *verbsapi.SendWR {
+	c.wr = verbsapi.SendWR{ID: uint64(m), Opcode: verbsapi.WRWriteImm, Imm: m, RemoteAddr: addr, RKey: rkey}
+	return &c.wr
 }
 
 // updateCredits grants the peer more messages and, when half the receive
@@ -378,19 +404,17 @@ func (c *Conn) updateCredits() {
 	}
 	c.ctrlSeq++
 	c.rseqComp = c.rseqNo + uint16(c.depth/2)
-	m := msg(opSGL, uint32(c.rseqNo+uint16(c.depth)))
-	wr := verbsapi.SendWR{ID: uint64(m), Opcode: verbsapi.WRWriteImm, Imm: m}
+	wr := c.writeWR(msg(opSGL, uint32(c.rseqNo+uint16(c.depth))), 0, 0)
 	if c.rbufAvail >= half {
-		e := make([]byte, sgeLen)
-		putSGE(e, sge{addr: c.rmr.Addr() + uint64(c.rbufFree), key: c.rmr.RKey(), length: uint32(half)}, c.peerOrder)
-		wr.Flags, wr.Inline = verbsapi.SendInline, e
+		putSGE(c.sgeBuf[:], sge{addr: c.rmr.Addr() + uint64(c.rbufFree), key: c.rmr.RKey(), length: uint32(half)}, c.peerOrder)
+		wr.Flags, wr.Inline = verbsapi.SendInline, c.sgeBuf[:]
 		wr.RemoteAddr = c.remoteSGL.addr + uint64(c.remoteIdx)*sgeLen
 		wr.RKey = c.remoteSGL.key
 		c.rbufAvail -= half
 		c.rbufFree = (c.rbufFree + half) % c.rmr.Len()
 		c.remoteIdx = (c.remoteIdx + 1) % c.remoteSGL.length
 	}
-	if err := c.qp.PostSend(&wr); err != nil {
+	if err := c.qp.PostSend(wr); err != nil {
 		c.fail(err)
 	}
 }
@@ -401,8 +425,7 @@ func (c *Conn) sendCtrl(ctrl uint32) {
 		return
 	}
 	c.ctrlSeq++
-	m := msg(opCtrl, ctrl)
-	if err := c.qp.PostSend(&verbsapi.SendWR{ID: uint64(m), Opcode: verbsapi.WRWriteImm, Imm: m}); err != nil {
+	if err := c.qp.PostSend(c.writeWR(msg(opCtrl, ctrl), 0, 0)); err != nil {
 		c.fail(err)
 	}
 }
@@ -471,13 +494,7 @@ func (c *Conn) Close() error {
 	c.notify()
 	deadline := time.Now().Add(time.Second)
 	for c.state&stConnected != 0 && int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail != c.depth && time.Now().Before(deadline) {
-		wake := c.wake
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-time.After(time.Until(deadline)):
-		}
-		c.mu.Lock()
+		c.waitChange(deadline)
 	}
 	answered := c.cmDone
 	c.cmDone = true
@@ -520,26 +537,18 @@ func (c *Conn) release() {
 func (c *Conn) LocalAddr() net.Addr  { return c.local }
 func (c *Conn) RemoteAddr() net.Addr { return c.rem }
 
-func (c *Conn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.readDL, c.writeDL = t, t
-	c.notify()
-	return nil
-}
+// SetDeadline, SetReadDeadline and SetWriteDeadline set when blocked and
+// later calls give up (os.ErrDeadlineExceeded); waiters look again at once.
+func (c *Conn) SetDeadline(t time.Time) error      { return c.setDeadlines(t, &c.readDL, &c.writeDL) }
+func (c *Conn) SetReadDeadline(t time.Time) error  { return c.setDeadlines(t, &c.readDL) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadlines(t, &c.writeDL) }
 
-func (c *Conn) SetReadDeadline(t time.Time) error {
+func (c *Conn) setDeadlines(t time.Time, dls ...*time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.readDL = t
-	c.notify()
-	return nil
-}
-
-func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writeDL = t
+	for _, dl := range dls {
+		*dl = t
+	}
 	c.notify()
 	return nil
 }
