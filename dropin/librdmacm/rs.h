@@ -132,12 +132,15 @@ struct rs_dest { /* a peer, by its UDP address */
 	struct rs_dest *next;
 };
 
-struct rs_dmsg { /* a datagram waiting for rrecvfrom */
-	struct rs_dmsg *next;
+/* A datagram waiting for rrecvfrom: in the receive slot it came in (which
+ * is posted again once the program takes it), or, when it came over UDP
+ * before the peer's QP was known, in memory of its own (slot < 0). */
+struct rs_dmsg {
+	uint8_t *data;
+	int slot;
+	uint32_t len;
 	struct sockaddr_storage src;
 	socklen_t srclen;
-	uint32_t len;
-	uint8_t data[];
 };
 
 struct rsock {
@@ -211,8 +214,8 @@ struct rsock {
 	int dsend_next, dsend_avail;
 	struct rs_dest *dests, *conn_dest;
 	int ndests;
-	struct rs_dmsg *dq_head, *dq_tail;
-	int dq_len;
+	struct rs_dmsg *dq; /* a ring of dq_cap */
+	int dq_cap, dq_head, dq_len;
 
 	int cq_armed;
 	int unacked;	      /* completion events not yet acked */
@@ -227,6 +230,7 @@ void rs_cm_events_now_and_then(struct rsock *rs);
 uint64_t rs_now_us(void);
 int rs_err(int err); /* errno = err, returns -1 */
 int rs_set_fd_nonblock(int fd, int on);
+int rs_create_cq(struct rdma_cm_id *id, int cqe);
 void rs_release_id(struct rdma_cm_id *id);
 
 /* rs_data.c */

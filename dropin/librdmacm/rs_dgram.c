@@ -211,14 +211,8 @@ static int ds_qp(struct rsock *rs, const struct sockaddr *peer)
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&to, RS_RESOLVE_MS))
 		goto fail;
 	rs->did = id;
-	id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-	if (!id->recv_cq_channel || rs_set_fd_nonblock(id->recv_cq_channel->fd, 1))
+	if (rs_create_cq(id, rs->sq_size + rs->rq_size))
 		return -1;
-	id->recv_cq = ibv_create_cq(id->verbs, rs->sq_size + rs->rq_size, id, id->recv_cq_channel, 0);
-	if (!id->recv_cq)
-		return -1;
-	id->send_cq = id->recv_cq;
-	id->send_cq_channel = id->recv_cq_channel;
 	memset(&attr, 0, sizeof(attr));
 	attr.send_cq = attr.recv_cq = id->recv_cq;
 	attr.qp_type = IBV_QPT_UD;
@@ -231,7 +225,10 @@ static int ds_qp(struct rsock *rs, const struct sockaddr *peer)
 		return -1;
 	size = (size_t)rs->sq_size * DS_SLOT + (size_t)rs->rq_size * (DS_GRH + DS_SLOT);
 	rs->dbuf = calloc(1, size);
-	if (!rs->dbuf)
+	/* Room for every receive slot, and as many copied from UDP. */
+	rs->dq_cap = 2 * rs->rq_size;
+	rs->dq = calloc(rs->dq_cap, sizeof(*rs->dq));
+	if (!rs->dbuf || !rs->dq)
 		return rs_err(ENOMEM);
 	rs->dmr = ibv_reg_mr(id->pd, rs->dbuf, size, IBV_ACCESS_LOCAL_WRITE);
 	if (!rs->dmr)
@@ -318,26 +315,43 @@ static ssize_t ds_udp_send(struct rsock *rs, struct rs_dest *d, uint8_t op, cons
 	return n < 0 ? n : n - h[6];
 }
 
-static void ds_queue(struct rsock *rs, const struct sockaddr *src, socklen_t srclen, const void *data, uint32_t len)
+/* ds_queue queues a datagram for rrecvfrom. One in receive slot slot
+ * stays there; one that came over UDP (slot < 0) is copied: that happens
+ * only until the peer's QP is known. A full queue drops it, as a full
+ * socket buffer would; its slot is posted again. */
+static void ds_queue(struct rsock *rs, const struct sockaddr *src, socklen_t srclen, uint8_t *data, uint32_t len,
+		     int slot)
 {
 	struct rs_dmsg *m;
 
-	if (rs->dq_len >= rs->rq_size)
-		return; /* full: a datagram is dropped, as a socket's would be */
-	m = malloc(sizeof(*m) + len);
-	if (!m)
+	if (rs->dq_len == rs->dq_cap) {
+		if (slot >= 0)
+			ds_post_recv(rs, slot);
 		return;
-	m->next = NULL;
+	}
+	m = &rs->dq[(rs->dq_head + rs->dq_len) % rs->dq_cap];
+	if (slot < 0) {
+		m->data = malloc(len ? len : 1);
+		if (!m->data)
+			return;
+		memcpy(m->data, data, len);
+	} else {
+		m->data = data;
+	}
+	m->slot = slot;
+	m->len = len;
 	memcpy(&m->src, src, srclen);
 	m->srclen = srclen;
-	m->len = len;
-	memcpy(m->data, data, len);
-	if (rs->dq_tail)
-		rs->dq_tail->next = m;
-	else
-		rs->dq_head = m;
-	rs->dq_tail = m;
 	rs->dq_len++;
+}
+
+/* ds_release gives a taken datagram's room back. */
+static void ds_release(struct rsock *rs, struct rs_dmsg *m)
+{
+	if (m->slot >= 0)
+		ds_post_recv(rs, m->slot);
+	else
+		free(m->data);
 }
 
 /* ds_service reads the UDP socket: peers' first datagrams (answered with
@@ -381,7 +395,7 @@ static void ds_service(struct rsock *rs)
 			ds_udp_send(rs, d, RS_OP_CTRL, NULL, 0);
 		ds_ah(rs, d, qpn, gid);
 		if (buf[5] == RS_OP_DATA)
-			ds_queue(rs, (struct sockaddr *)&from, flen, buf + hl, n - hl);
+			ds_queue(rs, (struct sockaddr *)&from, flen, buf + hl, n - hl, -1);
 	}
 }
 
@@ -425,10 +439,10 @@ static void ds_poll(struct rsock *rs)
 					memcpy(&s->sin6_addr, p + DS_GRH + 8, 16);
 				}
 				ds_queue(rs, (struct sockaddr *)&src, sa_len((struct sockaddr *)&src), p + DS_GRH + hl,
-					 wc[i].byte_len - DS_GRH - hl);
-			}
-			if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					 wc[i].byte_len - DS_GRH - hl, slot);
+			} else if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
 				ds_post_recv(rs, slot);
+			}
 		}
 	}
 }
@@ -543,7 +557,7 @@ ssize_t ds_recvfrom(struct rsock *rs, void *buf, size_t len, int flags, struct s
 	for (;;) {
 		ds_service(rs);
 		ds_poll(rs);
-		if (rs->dq_head)
+		if (rs->dq_len)
 			break;
 		if ((rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT)) {
 			pthread_mutex_unlock(&rs->lock);
@@ -551,7 +565,7 @@ ssize_t ds_recvfrom(struct rsock *rs, void *buf, size_t len, int flags, struct s
 		}
 		ds_wait(rs);
 	}
-	m = rs->dq_head;
+	m = &rs->dq[rs->dq_head];
 	n = m->len < len ? m->len : len;
 	memcpy(buf, m->data, n);
 	if (src && srclen) {
@@ -559,11 +573,9 @@ ssize_t ds_recvfrom(struct rsock *rs, void *buf, size_t len, int flags, struct s
 		*srclen = m->srclen;
 	}
 	if (!(flags & MSG_PEEK)) {
-		rs->dq_head = m->next;
-		if (!rs->dq_head)
-			rs->dq_tail = NULL;
+		ds_release(rs, m);
+		rs->dq_head = (rs->dq_head + 1) % rs->dq_cap;
 		rs->dq_len--;
-		free(m);
 	}
 	pthread_mutex_unlock(&rs->lock);
 	return n;
@@ -576,7 +588,7 @@ short ds_revents(struct rsock *rs, short events)
 	pthread_mutex_lock(&rs->lock);
 	ds_service(rs);
 	ds_poll(rs);
-	if ((events & POLLIN) && rs->dq_head)
+	if ((events & POLLIN) && rs->dq_len)
 		rev |= POLLIN;
 	if ((events & POLLOUT) && (!rs->did || rs->dsend_avail))
 		rev |= POLLOUT;
@@ -619,8 +631,8 @@ void ds_take(struct rsock *rs, struct pollfd *p)
 void ds_free(struct rsock *rs)
 {
 	struct rs_dest *d, *dn;
-	struct rs_dmsg *m, *mn;
 	struct rdma_cm_id *id = rs->did;
+	int i;
 
 	for (d = rs->dests; d; d = dn) {
 		dn = d->next;
@@ -628,10 +640,13 @@ void ds_free(struct rsock *rs)
 			ibv_destroy_ah(d->ah);
 		free(d);
 	}
-	for (m = rs->dq_head; m; m = mn) {
-		mn = m->next;
-		free(m);
+	for (i = 0; i < rs->dq_len; i++) {
+		struct rs_dmsg *m = &rs->dq[(rs->dq_head + i) % rs->dq_cap];
+
+		if (m->slot < 0)
+			free(m->data);
 	}
+	free(rs->dq);
 	if (id) {
 		if (id->qp)
 			rdma_destroy_qp(id);

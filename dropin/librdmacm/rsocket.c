@@ -98,6 +98,22 @@ int rs_set_fd_nonblock(int fd, int on)
 	return fcntl(fd, F_SETFL, fl);
 }
 
+/* rs_create_cq gives id one CQ of cqe entries for its sends and receives,
+ * on a completion channel of its own made non-blocking: waiting is a poll
+ * on its fd (with the other fds the rsocket waits on). */
+int rs_create_cq(struct rdma_cm_id *id, int cqe)
+{
+	id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
+	if (!id->recv_cq_channel || rs_set_fd_nonblock(id->recv_cq_channel->fd, 1))
+		return -1;
+	id->recv_cq = ibv_create_cq(id->verbs, cqe, id, id->recv_cq_channel, 0);
+	if (!id->recv_cq)
+		return -1;
+	id->send_cq = id->recv_cq;
+	id->send_cq_channel = id->recv_cq_channel;
+	return 0;
+}
+
 /* rs_release_id frees an rsocket's CQ, its channel and the id, once its
  * QP and regions are gone. */
 void rs_release_id(struct rdma_cm_id *id)
@@ -182,9 +198,8 @@ static void rs_free(struct rsock *rs)
 	free(rs);
 }
 
-/* rs_create_ep makes the rsocket's CQ (one, with a non-blocking channel:
- * waiting is a poll on its fd), its RC QP, its buffers, and posts every
- * receive. */
+/* rs_create_ep makes the rsocket's CQ, its RC QP, its buffers, and posts
+ * every receive. */
 static int rs_create_ep(struct rsock *rs)
 {
 	struct rdma_cm_id *id = rs->id;
@@ -204,16 +219,8 @@ static int rs_create_ep(struct rsock *rs)
 	if (rs->rq_size < RS_QP_MIN_SIZE)
 		rs->rq_size = RS_QP_MIN_SIZE;
 
-	id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-	if (!id->recv_cq_channel)
+	if (rs_create_cq(id, rs->sq_size + rs->rq_size))
 		return -1;
-	if (rs_set_fd_nonblock(id->recv_cq_channel->fd, 1))
-		return -1;
-	id->recv_cq = ibv_create_cq(id->verbs, rs->sq_size + rs->rq_size, id, id->recv_cq_channel, 0);
-	if (!id->recv_cq)
-		return -1;
-	id->send_cq = id->recv_cq;
-	id->send_cq_channel = id->recv_cq_channel;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_context = rs;
