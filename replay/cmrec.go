@@ -82,17 +82,16 @@ func cmRecords(frames []*Frame) []CMRecord {
 // REQ's path MTU. A REQ retransmitted returns once.
 func (c *Capture) CheckCM(f *Flow) ([]CMRecord, error) {
 	var matched []CMRecord
-	last := f.Frames[len(f.Frames)-1].No
 	for _, r := range c.CM {
-		if r.No <= f.oobAfter || r.No > last {
+		if !f.inRun(r.No) {
 			continue
 		}
 		s, peer, ok := f.Side(r.From)
 		if !ok || r.QPN != s.QPN {
 			continue
 		}
-		if first := firstRequest(sentBy(f.Frames, peer.Addr)); first != nil && first.Pkt.BTH.PSN != r.PSN {
-			return matched, fmt.Errorf("rdma_cm %s: the first request of %s has PSN %#06x", r, peer, first.Pkt.BTH.PSN)
+		if psn, ok := f.firstPSN(peer); ok && psn != r.PSN {
+			return matched, fmt.Errorf("rdma_cm %s: the first request of %s has PSN %#06x", r, peer, psn)
 		}
 		if r.MTU != 0 {
 			for _, fr := range f.Frames {

@@ -195,9 +195,7 @@ func (c *Capture) Flows() []*Flow {
 func (c *Capture) CheckOOB(f *Flow) ([]OOBRecord, error) {
 	var matched []OOBRecord
 	for _, o := range c.OOB {
-		// A run's records come after the run before it and before its
-		// own last frame.
-		if o.No <= f.oobAfter || o.No > f.Frames[len(f.Frames)-1].No {
+		if !f.inRun(o.No) {
 			continue
 		}
 		// The GID names the side: the TCP exchange may run over another
@@ -206,8 +204,8 @@ func (c *Capture) CheckOOB(f *Flow) ([]OOBRecord, error) {
 		if !ok || o.QPN != s.QPN {
 			continue
 		}
-		if first := firstRequest(sentBy(f.Frames, s.Addr)); first != nil && first.Pkt.BTH.PSN != o.PSN {
-			return matched, fmt.Errorf("out-of-band record %s: the first request of %s has PSN %#06x", o, s, first.Pkt.BTH.PSN)
+		if psn, ok := f.firstPSN(s); ok && psn != o.PSN {
+			return matched, fmt.Errorf("out-of-band record %s: the first request of %s has PSN %#06x", o, s, psn)
 		}
 		if o.Perftest {
 			for _, fr := range f.Frames {
@@ -240,6 +238,21 @@ func (c *Capture) CheckOOB(f *Flow) ([]OOBRecord, error) {
 		}
 	}
 	return matched, nil
+}
+
+// inRun reports whether frame no may hold a record of f's run: after the
+// run before it and before f's own last frame.
+func (f *Flow) inRun(no int) bool {
+	return no > f.oobAfter && no <= f.Frames[len(f.Frames)-1].No
+}
+
+// firstPSN is the PSN of the first request s sent in f, which its
+// connection record (out-of-band or rdma_cm) must have announced.
+func (f *Flow) firstPSN(s Side) (uint32, bool) {
+	if first := firstRequest(sentBy(f.Frames, s.Addr)); first != nil {
+		return first.Pkt.BTH.PSN, true
+	}
+	return 0, false
 }
 
 func sentBy(fs []*Frame, a netip.Addr) []*Frame {
