@@ -31,7 +31,6 @@ const (
 	opSGL   = 4 // credits granted (and maybe a target SGL entry written)
 	opIOMap = 6 // the peer wrote an entry of our target iomap
 	opCtrl  = 7
-	opWrite = 2 // local only: a plain write's completion
 )
 
 // Control messages.

@@ -244,6 +244,8 @@ void rs_update_credits(struct rsock *rs);
 int rs_wait(struct rsock *rs, int nonblock, int (*ready)(struct rsock *rs));
 int rs_process(struct rsock *rs, int nonblock, int (*ready)(struct rsock *rs));
 int rs_get_cq_event(struct rsock *rs);
+void rs_take_cq_event(struct rsock *rs);
+int rs_nonblocking(struct rsock *rs, int flags); /* O_NONBLOCK or MSG_DONTWAIT */
 int rs_can_send(struct rsock *rs);
 int rs_conn_can_send(struct rsock *rs);
 int rs_conn_have_rdata(struct rsock *rs);

@@ -306,13 +306,27 @@ int rs_poll_cq(struct rsock *rs)
 	return ret;
 }
 
+/* rs_take_cq_event takes the event the CQ's channel holds, acking them in
+ * batches; the CQ is then unarmed. The caller holds wait_lock. */
+void rs_take_cq_event(struct rsock *rs)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (ibv_get_cq_event(rs->id->recv_cq_channel, &cq, &ctx))
+		return;
+	if (++rs->unacked >= rs->sq_size + rs->rq_size) {
+		ibv_ack_cq_events(rs->id->recv_cq, rs->unacked);
+		rs->unacked = 0;
+	}
+	rs->cq_armed = 0;
+}
+
 /* rs_get_cq_event blocks until the CQ's channel or the rdma_cm channel
  * says something. The caller holds wait_lock, not lock. */
 int rs_get_cq_event(struct rsock *rs)
 {
 	struct pollfd p[2];
-	struct ibv_cq *cq;
-	void *ctx;
 
 	if (!rs->cq_armed)
 		return 0;
@@ -325,13 +339,8 @@ int rs_get_cq_event(struct rsock *rs)
 			return -1;
 	if (p[1].revents)
 		rs_cm_events(rs);
-	if (p[0].revents && !ibv_get_cq_event(rs->id->recv_cq_channel, &cq, &ctx)) {
-		if (++rs->unacked >= rs->sq_size + rs->rq_size) {
-			ibv_ack_cq_events(rs->id->recv_cq, rs->unacked);
-			rs->unacked = 0;
-		}
-		rs->cq_armed = 0;
-	}
+	if (p[0].revents)
+		rs_take_cq_event(rs);
 	return 0;
 }
 
@@ -429,7 +438,7 @@ int rs_all_sends_done(struct rsock *rs)
 	return (int)(rs->ctrl_max - rs->ctrl_seqno) + rs->sqe_avail == rs->sq_size || !(rs->state & RS_CONNECTED);
 }
 
-static int rs_nonblocking(struct rsock *rs, int flags)
+int rs_nonblocking(struct rsock *rs, int flags)
 {
 	return (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 }

@@ -13,11 +13,6 @@
 
 #include "rs.h"
 
-static int rs_nonblocking(struct rsock *rs, int flags)
-{
-	return (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
-}
-
 /* rs_send_iomaps writes every queued mapping into the peer's target
  * iomap. The caller holds slock. */
 int rs_send_iomaps(struct rsock *rs, int flags)

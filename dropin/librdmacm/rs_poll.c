@@ -134,18 +134,8 @@ static void rs_take(struct rsock *rs, struct pollfd *p)
 	if (!p[0].revents)
 		return;
 	pthread_mutex_lock(&rs->wait_lock);
-	if (rs->cq_armed) {
-		struct ibv_cq *cq;
-		void *ctx;
-
-		if (!ibv_get_cq_event(rs->id->recv_cq_channel, &cq, &ctx)) {
-			if (++rs->unacked >= rs->sq_size + rs->rq_size) {
-				ibv_ack_cq_events(rs->id->recv_cq, rs->unacked);
-				rs->unacked = 0;
-			}
-			rs->cq_armed = 0;
-		}
-	}
+	if (rs->cq_armed)
+		rs_take_cq_event(rs);
 	pthread_mutex_unlock(&rs->wait_lock);
 }
 
