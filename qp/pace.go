@@ -122,6 +122,19 @@ func (q *QP) paceRateChanged(now Time, old int64) {
 	p.next = now + Time(mulDiv(uint64(p.next-now), uint64(old), uint64(r)))
 }
 
+// pacedAskDue reports whether a rate-limited QP should ask for an ACK in
+// the middle of a message: when a quarter of the retransmit period has
+// passed since it last asked. rxe asks at a message's end and every 65th
+// packet, which at line rate is soon enough; a QP that DCQCN has cut to a
+// few Mb/s may take longer than the whole period to send those packets,
+// and the retransmit timer, armed by the first of them and moved only by
+// an answer, would fire although nothing was lost (seen at 20 Mb/s through
+// a RED queue: a timeout every 200 ms).
+func (q *QP) pacedAskDue(now Time) bool {
+	per := q.retransmitPeriod()
+	return q.pace.rc != nil && per != 0 && now-q.req.askedAt >= per/4
+}
+
 // paceMaybeIdle drops a reaction point that is back at line rate.
 func (q *QP) paceMaybeIdle() {
 	if q.pace.rc != nil && q.pace.rc.Idle() {

@@ -26,9 +26,10 @@ type requester struct {
 	maxPSN uint32 // one past the newest PSN ever sent (to count retransmits)
 	midMsg bool   // the WQE at idx is partly sent: next is MIDDLE or LAST
 
-	noackPkts int // packets since the last AckReq, as rxe's noack_pkts
-	rdMax     int // max_rd_atomic credits (rounded up to a power of two)
-	rdOut     int // credits held by READ/atomic WQEs not yet completed
+	noackPkts int  // packets since the last AckReq, as rxe's noack_pkts
+	askedAt   Time // when the last packet with AckReq went out
+	rdMax     int  // max_rd_atomic credits (rounded up to a power of two)
+	rdOut     int  // credits held by READ/atomic WQEs not yet completed
 
 	// needRetry asks for go-back-N from the completer's PSN before the next
 	// packet (rxe's req.need_retry); the retry runs lazily so that ACKs that
@@ -329,11 +330,12 @@ func (q *QP) buildRequest(now Time, w *sendWQE, out *Outgoing) bool {
 		if end {
 			p.BTH.AckReq = true
 		} else {
-			p.BTH.AckReq = q.req.noackPkts > maxPktPerAck
+			p.BTH.AckReq = q.req.noackPkts > maxPktPerAck || q.pacedAskDue(now)
 			q.req.noackPkts++
 		}
 		if p.BTH.AckReq {
 			q.req.noackPkts = 0
+			q.req.askedAt = now
 		}
 	}
 	if info.Is(packet.HdrRETH) {

@@ -278,3 +278,48 @@ func FuzzCongestionSet(f *testing.F) {
 		}
 	})
 }
+
+// TestPacedQPAsksForACKsWithinItsTimeout: a QP that DCQCN holds at 5 Mb/s
+// needs 110 ms for a 64 KiB message, longer than its 67 ms retransmit
+// timeout (code 14). rxe would ask for an ACK only with the last packet,
+// and the timer armed by the first would fire although nothing was lost;
+// a paced QP also asks in between, at least every quarter of the timeout,
+// so the answers keep moving the timer and nothing is resent.
+func TestPacedQPAsksForACKsWithinItsTimeout(t *testing.T) {
+	const rate = 5_000_000
+	ca := enabled()
+	ca.Engine.DCQCN.RateToSetOnFirstCNP = rate
+	ca.Engine.DCQCN.RPGTimeReset = 10 * qp.Second
+	ca.Engine.DCQCN.RPGByteReset = 0
+	p := newCCPair(t, ca, enabled())
+	p.da.mu.Lock()
+	p.da.qps[p.a.qp.QPN()].q.ReceiveCNP(0)
+	p.da.mu.Unlock()
+	period := qp.Time(4096) << 14
+	var asked []qp.Time
+	sent := 0
+	p.n.filter = func(from, to *Device, f []byte) bool {
+		if from == p.da {
+			var fr packet.Frame
+			require.NoError(t, packet.ParseFrame(f, &fr))
+			var pk packet.Packet
+			require.NoError(t, pk.Decode(fr.Transport))
+			sent++
+			if pk.BTH.AckReq {
+				asked = append(asked, p.n.now)
+			}
+		}
+		return true
+	}
+	p.write(t, 1, 64<<10)
+	p.n.pumpStep = qp.Millisecond
+	wc := p.n.poll(t, p.a.scq, 1)[0]
+	require.Equal(t, qp.WCSuccess, wc.Status)
+	assert.Equal(t, 64, sent, "nothing resent")
+	assert.Zero(t, p.da.Counters().Retransmits)
+	require.Greater(t, len(asked), 2, "asked in the middle of the message too")
+	for i := 1; i < len(asked); i++ {
+		assert.LessOrEqual(t, asked[i]-asked[i-1], period/4+qp.Millisecond, "ask %d", i)
+	}
+	assert.Greater(t, p.n.now, period, "the message took longer than the timeout")
+}
