@@ -72,7 +72,7 @@ ln -s usr/lib64 "$root/lib64"
 # Modules in dependency order (31 on 6.1).
 modprobe -a -d "$ktree" -S "$kver" --show-depends \
 	crc32_generic virtio_pci virtio_net veth rdma_rxe ib_umad rdma_ucm \
-	9pnet_virtio 9p sch_netem bridge tun |
+	9pnet_virtio 9p sch_netem sch_htb sch_red bridge tun |
 	awk '$1=="insmod"{print $2}' | awk '!seen[$0]++' >"$work/mods.abs"
 : >"$root/etc/rxevm/modules.list"
 while read -r m; do

@@ -43,11 +43,12 @@ type suite struct {
 
 func TestInterop(t *testing.T) {
 	skipUnlessInterop(t, "SOFTROCE_INTEROP", "interop/run.sh")
-	s := newSuite(t, suiteTTL, "")
+	s := newSuite(t, suiteTTL, guestShare(t))
 	t.Run("rxe0_ready", s.testReady)
 	for _, tr := range []string{"rc", "uc", "ud"} {
 		t.Run("guest_guest_"+tr, func(t *testing.T) { s.testGuestGuest(t, tr) })
 	}
+	t.Run("guest_softroce_tap_red_ecn_dcqcn", s.testECNBridge)
 	has := func(sub string) bool { return exec.CommandContext(s.ctx, s.softroce, sub, "--help").Run() == nil }
 	var cases []hostCase
 	if has("pingpong") {
