@@ -103,11 +103,10 @@ type Device struct {
 	ready, retrying qpRing
 	turn            int // Output's QP turns, for the retrying share
 
-	// earliest is a lower bound of every live QP's deadline, exact (the
-	// deadline of minQP) unless dlStale. See noteDeadline.
-	earliest qp.Time
-	minQP    *QP
-	dlStale  bool
+	// timers holds the live QPs that have a deadline (deadlines.go); due
+	// is Tick's scratch.
+	timers deadlineHeap
+	due    []*QP
 
 	// Receive and transmit scratch, under mu.
 	rxFrame packet.Frame
@@ -189,7 +188,6 @@ func New(cfg Config) (*Device, error) {
 		mrNext:       1,
 		qps:          make(map[uint32]*QP),
 		qpNext:       firstQPN,
-		earliest:     qp.Never,
 		loopBuf:      make([]byte, 0, maxFrameLen),
 	}
 	d.cc = DefaultCongestion()

@@ -52,6 +52,8 @@ type QP struct {
 	qkey          uint32
 	queued        bool // in the device's ready list
 	listIdx       int  // position in qpList
+	dlIdx         int  // position in the device's timers, -1: not there
+	dlAt          qp.Time
 	dead          bool
 	flushAcks     bool // dead, with acknowledgements still to send (DestroyQP)
 	ctx           any
@@ -85,7 +87,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 	}
 	grantSendCaps(&init.Cap)
 	qpn := d.allocQPN()
-	x := &QP{d: d, pd: pd, init: init, qpn: qpn, handle: d.nextHandle(), sport: createSrcPort(qpn)}
+	x := &QP{d: d, pd: pd, init: init, qpn: qpn, handle: d.nextHandle(), sport: createSrcPort(qpn), dlIdx: -1}
 	x.mem = memory{d: d, pd: pd, qp: x}
 	var srq *qp.SRQ
 	if init.SRQ != nil {
@@ -352,6 +354,7 @@ func (d *Device) destroyQP(x *QP) (flush bool, err error) {
 		d.markReady(x)
 	}
 	delete(d.qps, x.qpn)
+	d.dropDeadline(x)
 	last := d.qpList[len(d.qpList)-1]
 	d.qpList[x.listIdx] = last
 	last.listIdx = x.listIdx
