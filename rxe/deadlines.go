@@ -10,9 +10,7 @@ import (
 // wait, early retry, pacing, DCQCN's timers), in a min-heap on the deadline
 // it had when last noted. Tick pops the QPs that are due and nothing else,
 // so a device with thousands of QPs waiting on timers pays for the timers
-// that fire, not for every QP each time one does (a scan of 4,000 QPs per
-// RNR timer, every 10 us on a real clock, took the device's CPU from a
-// streaming pair beside them).
+// that fire, not for every QP each time one does.
 //
 // A QP's deadline changes only in calls into it; each such call is followed
 // by noteDeadline (every call but PostSend, PostRecv and Pending, which
