@@ -339,7 +339,7 @@ func (w *world) setupPFC() error {
 			return fmt.Errorf("switch %d: pfc quanta %d outside 0..65535", i, ps.Quanta)
 		}
 		err := sw.SetPFC(netsim.PFC{XOff: int(ps.XOff), XOn: int(ps.XOn), Headroom: int(ps.Headroom), Quanta: uint16(ps.Quanta),
-			WatchdogDetect: netsim.Time(ps.WatchdogDetect), WatchdogRestore: netsim.Time(ps.WatchdogRestore)})
+			Priorities: ps.Priorities, WatchdogDetect: netsim.Time(ps.WatchdogDetect), WatchdogRestore: netsim.Time(ps.WatchdogRestore)})
 		if err != nil {
 			return err
 		}

@@ -53,7 +53,7 @@ func (f *flow) cmSetup(psnA, psnB uint32) error {
 		RetryCount: intAttr(w.RetryCnt, 7), PKey: 0xFFFF, PathMTU: uint8(f.mtu.Enum()),
 		RNRRetryCount: intAttr(w.RNRRetry, 7), MaxCMRetries: cm.MaxCMRetries,
 		Primary: packet.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: f.a.info.IP.As16(),
-			RemoteGID: f.b.info.IP.As16(), HopLimit: 64, LocalACKTimeout: intAttr(w.Timeout, 14)},
+			RemoteGID: f.b.info.IP.As16(), HopLimit: 64, TrafficClass: f.trafficClass(), LocalACKTimeout: intAttr(w.Timeout, 14)},
 	}
 	if f.typ == qp.UC {
 		req.TransportType = packet.CMTransportUC

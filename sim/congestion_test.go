@@ -170,6 +170,70 @@ func TestPFCCaptureInTshark(t *testing.T) {
 	}
 }
 
+// TestPFCPrioritiesNeedPerPriorityPause: pfc-priorities' victim check
+// fails with one lossless class (the victim is paused with the incast, 20.7
+// Gb/s), so it measures pausing priorities apart.
+func TestPFCPrioritiesNeedPerPriorityPause(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/pfc-priorities.json")
+	require.NoError(t, err)
+	for i := range sc.Switches {
+		sc.Switches[i].PFC.Priorities = nil
+	}
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	v := verdict(res, invCongestion)
+	require.False(t, v.OK)
+	assert.Equal(t, 1, v.Violations, v.Details)
+	assert.Contains(t, v.Details[0], "victim")
+}
+
+// TestPFCPrioritiesInTshark: with priorities 3 and 4 lossless, each PAUSE in
+// the capture names one class, with its pause time in that class's field,
+// as tshark decodes 802.1Qbb; both classes are paused (the victim's frames
+// wait behind the incast's in s1's port, so b's ingress passes XOFF too),
+// and the data carries the workloads' DSCPs.
+func TestPFCPrioritiesInTshark(t *testing.T) {
+	testenv.Tools(t, "apt-get install tshark", "tshark")
+	sc, err := Load("../testdata/scenarios/pfc-priorities.json")
+	require.NoError(t, err)
+	sc.Workloads[0].Count, sc.Workloads[1].Count = 6, 12
+	res, path := runCaptured(t, sc)
+	var xoff, xon uint64
+	for _, c := range res.PFC {
+		xoff += c.XOffSent
+		xon += c.XOnSent
+	}
+	require.Positive(t, xoff)
+	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-E", "separator=,", "-e", "macc.cbfc.enbv",
+		"-e", "macc.cbfc.pause_time.c3", "-e", "macc.cbfc.pause_time.c4", "-Y", "macc").Output()
+	require.NoError(t, err)
+	lines := strings.Fields(string(out))
+	assert.Len(t, lines, int(xoff+xon), "every PAUSE and XON in the capture")
+	byClass := map[string]int{}
+	for _, l := range lines {
+		f := strings.Split(l, ",")
+		require.Len(t, f, 3, l)
+		switch f[0] {
+		case "0x0008":
+			assert.Equal(t, "0", f[2], "a class 3 PAUSE leaves class 4 alone: %s", l)
+		case "0x0010":
+			assert.Equal(t, "0", f[1], "a class 4 PAUSE leaves class 3 alone: %s", l)
+		default:
+			t.Errorf("PAUSE for classes %s: want 3 or 4 alone", f[0])
+		}
+		byClass[f[0]]++
+	}
+	assert.Positive(t, byClass["0x0008"])
+	assert.Positive(t, byClass["0x0010"])
+	out, err = exec.Command("tshark", "-r", path, "-T", "fields", "-e", "ip.dsfield.dscp", "-Y", "udp.dstport==4791").Output()
+	require.NoError(t, err)
+	dscps := map[string]bool{}
+	for _, d := range strings.Fields(string(out)) {
+		dscps[d] = true
+	}
+	assert.Equal(t, map[string]bool{"26": true, "34": true}, dscps, "RoCE frames carry the workloads' DSCPs (ACKs too)")
+}
+
 // TestPFCStormNeedsTheWatchdog: without the watchdog the storm's pause
 // keeps the victim stopped after the moment the watchdog would have freed
 // it, and the check of that window fails.

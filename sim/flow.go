@@ -254,7 +254,8 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 		f.connected = true
 	}
 	if f.typ == qp.UD {
-		av := qp.AddressVector{DGID: b.info.IP, SGIDIndex: uint8(a.dev.d.GIDIndex(a.info.IP)), HopLimit: 64}
+		av := qp.AddressVector{DGID: b.info.IP, SGIDIndex: uint8(a.dev.d.GIDIndex(a.info.IP)), HopLimit: 64,
+			TrafficClass: f.trafficClass()}
 		if f.ah, err = a.dev.d.CreateAH(a.pd, av); err != nil {
 			return nil, fmt.Errorf("flow %s: %w", f.name, err)
 		}
@@ -277,6 +278,10 @@ func (f *flow) drawPSN() uint32 {
 	}
 	return uint32(f.rng.Uint64()) & 0xFFFFFF
 }
+
+// trafficClass is the traffic class of the flow's address vectors: the
+// workload's DSCP, ECN bits clear (the device sets ECT when ECN is on).
+func (f *flow) trafficClass() uint8 { return intAttr(f.wl.DSCP, 0) << 2 }
 
 func intAttr(p *int, def int) uint8 {
 	if p == nil {
@@ -309,7 +314,8 @@ func (f *flow) connect(x *rxe.QP, self, peer *hostRT, peerQPN, sqPSN, rqPSN uint
 	a = qp.Attr{State: qp.RTR}
 	mask = 0
 	if f.typ != qp.UD {
-		a.AV = qp.AddressVector{DGID: peer.info.IP, SGIDIndex: uint8(self.dev.d.GIDIndex(self.info.IP)), HopLimit: 64}
+		a.AV = qp.AddressVector{DGID: peer.info.IP, SGIDIndex: uint8(self.dev.d.GIDIndex(self.info.IP)), HopLimit: 64,
+			TrafficClass: f.trafficClass()}
 		a.PathMTU = f.mtu
 		a.DestQPN = peerQPN
 		a.RQPSN = rqPSN

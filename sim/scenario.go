@@ -148,6 +148,11 @@ type PFCSpec struct {
 	XOn      ByteSize `json:"xon"`
 	Headroom ByteSize `json:"headroom"`
 	Quanta   int      `json:"quanta,omitempty"`
+	// Priorities lists the lossless priorities (0-7), each with its own
+	// queue, XOFF count and PAUSE (a frame's priority is its DSCP/8; see
+	// WorkloadSpec.DSCP); every switch gives the same list. Empty: one
+	// lossless class for every priority below 6, paused as priority 3.
+	Priorities []int `json:"priorities,omitempty"`
 	// WatchdogDetect and WatchdogRestore turn on the PFC watchdog: a port
 	// paused without a break this long, frames waiting, is in a storm;
 	// for WatchdogRestore its PAUSEs are ignored and its frames dropped.
@@ -254,6 +259,10 @@ type WorkloadSpec struct {
 	// MaxRdAtomic bounds the READ and atomic requests a requester keeps
 	// outstanding, and the responder's resources for them (default 16).
 	MaxRdAtomic *int `json:"max_rd_atomic,omitempty"`
+	// DSCP marks the workload's packets (0-63, default 0): its QPs'
+	// address vectors carry traffic class DSCP<<2. Switches map DSCP/8 to
+	// a PFC priority (26, AF31, is priority 3, where RoCE usually runs).
+	DSCP *int `json:"dscp,omitempty"`
 	// Flows, when set, makes the workload a stream of flows drawn from a
 	// flow-size CDF at a target load (flows.go) instead of QP pairs running
 	// Count operations each; From and To are the sources and destinations.
@@ -443,7 +452,7 @@ func (s *Scenario) check() error {
 			v      *int
 			lo, hi int
 		}{{"timeout", w.Timeout, 0, 31}, {"retry_cnt", w.RetryCnt, 0, 7}, {"rnr_retry", w.RNRRetry, 0, 7},
-			{"min_rnr_timer", w.MinRNRTimer, 0, 31}, {"max_rd_atomic", w.MaxRdAtomic, 1, 16}} {
+			{"min_rnr_timer", w.MinRNRTimer, 0, 31}, {"max_rd_atomic", w.MaxRdAtomic, 1, 16}, {"dscp", w.DSCP, 0, 63}} {
 			if a.v != nil && (*a.v < a.lo || *a.v > a.hi) {
 				return fmt.Errorf("workload %s: %s %d outside %d..%d", name, a.name, *a.v, a.lo, a.hi)
 			}

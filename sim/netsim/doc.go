@@ -17,6 +17,7 @@
 // told, destination IP) to the egress Pipe of the port that leads to that
 // host, spreading them by ECMP where several ports do; its per-port output
 // queues are those Pipes' queues. A switch with PFC (pfc.go) makes its
-// ports and their peers lossless: frames wait in the port until a PAUSE
-// lifts, and the switch sends 802.1Qbb PAUSEs upstream past XOFF.
+// ports and their peers lossless: each port has eight queues by DSCP class,
+// frames of a lossless priority wait in theirs until a PAUSE for it lifts,
+// and the switch sends 802.1Qbb PAUSEs upstream, per priority, past XOFF.
 package netsim

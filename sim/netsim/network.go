@@ -59,12 +59,16 @@ type port struct {
 
 // Network is a set of nodes joined by links, run by one Loop.
 type Network struct {
-	loop  *Loop
-	nodes []Node
-	names []string
-	ports [][]port
-	pipes []*Pipe
-	pend  pendingFrames
+	loop *Loop
+	// pfcMask is the lossless priorities the switches with PFC agree on
+	// (pfcSet: some switch has PFC); 0: the single lossless class (pfc.go).
+	pfcMask uint8
+	pfcSet  bool
+	nodes   []Node
+	names   []string
+	ports   [][]port
+	pipes   []*Pipe
+	pend    pendingFrames
 	// serialID is the handler of PFC ports' serializer events (pfc.go).
 	serialID HandlerID
 	ev       TraceEvent // the event being traced: Trace's argument, not allocated per call

@@ -7,22 +7,31 @@ import (
 )
 
 // Priority flow control (IEEE 802.1Qbb), the lossless Ethernet RoCE runs
-// on. A switch with PFC counts, per ingress port, the bytes of the frames
-// that came in by it and still wait in its output queues; past XOff it
-// sends a PAUSE out of that port, and the upstream port (a host's NIC or
-// another switch) stops sending until the pause time runs out or an XON
-// (a PAUSE of time 0) comes once the count falls to XOn. Frames that keep
-// arriving while the pause takes effect land in the headroom; a frame that
-// would overflow XOff + Headroom is dropped (drop_headroom), the one loss
-// a lossless network can still have. Frames of DSCP classes 6 and 7 (CS6,
-// where CNPs go, and network control) wait in a queue of their own that
-// goes first (strict priority), is never paused and does not count towards
-// XOFF; everything else is the lossless class, paused as priority 3 (where
-// RoCE runs; softroce's data carries DSCP 0 unless its address vector's
-// traffic class says otherwise, so the simulator does not map DSCP to
-// priority further).
+// on. A switch with PFC counts, per ingress port and priority, the bytes of
+// the frames that came in by it and still wait in its output queues; past
+// XOff it sends a PAUSE for that priority out of that port, and the
+// upstream port (a host's NIC or another switch) stops sending frames of
+// that priority until the pause time runs out or an XON (a PAUSE of time 0)
+// comes once the count falls to XOn. Frames that keep arriving while the
+// pause takes effect land in the headroom; a frame that would overflow
+// XOff + Headroom is dropped (drop_headroom), the one loss a lossless
+// network can still have.
+//
+// A PFC port has eight queues, one per priority; a frame's priority is its
+// DSCP class (DSCP/8: DSCP 26, where RoCE usually runs, is priority 3;
+// CNPs' CS6 is 6), the mapping switches apply when they trust DSCP.
+// Priorities 7 and 6 go first (strict priority), the others take turns a
+// frame at a time. Which priorities are lossless is the network's choice
+// (PFC.Priorities, the same on every switch): those are paused and counted
+// towards XOff; the others are never paused and drop at the port's queue
+// bound. Without a choice the simulator keeps its first model: every
+// priority below 6 is one lossless class, paused as priority 3 (softroce's
+// data carries DSCP 0 unless its address vector's traffic class says
+// otherwise), and classes 6 and 7 are never paused.
 
-// PFCPriority is the priority the simulated lossless class uses.
+// PFCPriority is the priority of the single lossless class when the
+// network names no lossless priorities, and the one a host's PAUSE
+// (SendPause) stops.
 const PFCPriority = 3
 
 // PFC is a switch's flow-control configuration; sizes in bytes.
@@ -32,6 +41,10 @@ type PFC struct {
 	// times at the link's rate (0: 65535, the most). The switch refreshes
 	// the pause before it runs out while the count stays above XOn.
 	Quanta uint16
+	// Priorities lists the lossless priorities (0-7), each paused on its
+	// own; every switch with PFC must give the same list. Empty: one
+	// lossless class of every priority below 6, paused as PFCPriority.
+	Priorities []int
 	// WatchdogDetect, when set, is the PFC watchdog (SONiC's, Junos'): a
 	// port of the switch that has been paused this long without a break,
 	// with frames waiting, is in a PFC storm; for WatchdogRestore the
@@ -46,7 +59,23 @@ func (c PFC) Check() error {
 	if c.XOff <= 0 || c.XOn < 0 || c.XOn > c.XOff || c.Headroom < 0 {
 		return fmt.Errorf("pfc xoff %d xon %d headroom %d: want 0 <= xon <= xoff, xoff > 0, headroom >= 0", c.XOff, c.XOn, c.Headroom)
 	}
-	return nil
+	_, err := c.mask()
+	return err
+}
+
+// mask is Priorities as a bit set (bit i: priority i).
+func (c PFC) mask() (uint8, error) {
+	var m uint8
+	for _, p := range c.Priorities {
+		if p < 0 || p > 7 {
+			return 0, fmt.Errorf("pfc priority %d: want 0-7", p)
+		}
+		if m&(1<<p) != 0 {
+			return 0, fmt.Errorf("pfc priority %d given twice", p)
+		}
+		m |= 1 << p
+	}
+	return m, nil
 }
 
 // PFCCounters count a switch's flow control.
@@ -58,35 +87,58 @@ type PFCCounters struct {
 	DropWatchdog uint64 `json:"drop_watchdog"` // frames dropped on ports in a storm
 }
 
-// switchPFC is a switch's flow-control state.
+// switchPFC is a switch's flow-control state, by ingress port and priority.
 type switchPFC struct {
 	cfg      PFC
-	ingress  []int    // by port: bytes queued in the switch that came in by it
-	pausing  []bool   // by port: an XOFF is in force upstream
-	episode  []uint64 // by port: counts XOFF episodes, so a refresh outlives none
+	ingress  [][8]int    // bytes queued in the switch that came in by the port
+	pausing  [][8]bool   // an XOFF is in force upstream
+	episode  [][8]uint64 // counts XOFF episodes, so a refresh outlives none
 	counters PFCCounters
 }
 
-// lossless is a PFC port's state: its own FIFOs and serializer, which a
-// PAUSE stops for the lossless class.
+// lossless is a PFC port's state: its eight queues and serializer, which a
+// PAUSE stops for the lossless priorities it names.
 type lossless struct {
-	wait        []waiting // the lossless class
-	head        int
-	hi          []waiting // other priorities: first, never paused
-	hiHead      int
-	ctrl        [][]byte // PAUSE frames to send ahead of the queue
+	q           [8]fifo  // by priority
+	rr          int      // the next of priorities 0-5 to take a turn
+	ctrl        [][]byte // PAUSE frames to send ahead of the queues
 	serving     bool
 	cur         waiting // the frame being serialized
-	pausedUntil Time
-	wakeAt      Time // a wake-up event is scheduled for then (0: none)
-	paused      Time // total time paused, for reports
+	pausedUntil [8]Time
+	wakeAt      Time    // a wake-up event is scheduled for then (0: none)
+	paused      [8]Time // total time paused, for reports
 	pauses      uint64
+	lossyBytes  int // queued bytes of priorities that are not lossless
 	onResume    func()
-	// pausedSince is when the current unbroken pause began (0: not
-	// paused); stormUntil ends a storm the watchdog declared.
-	pausedSince Time
+	// pausedSince is when the current unbroken pause of a priority began
+	// (0: not paused); stormUntil ends a storm the watchdog declared.
+	pausedSince [8]Time
 	stormUntil  Time
 }
+
+// fifo is one priority's queue; w[head:] wait.
+type fifo struct {
+	w    []waiting
+	head int
+}
+
+func (f *fifo) len() int { return len(f.w) - f.head }
+
+func (f *fifo) push(w waiting) { f.w = append(f.w, w) }
+
+func (f *fifo) pop() waiting {
+	w := f.w[f.head]
+	f.head++
+	if f.head == len(f.w) {
+		f.w, f.head = f.w[:0], 0
+	} else if f.head > 64 && f.head*2 > len(f.w) {
+		k := copy(f.w, f.w[f.head:])
+		f.w, f.head = f.w[:k], 0
+	}
+	return w
+}
+
+func (f *fifo) clear() { f.w, f.head = f.w[:0], 0 }
 
 // waiting is a frame in a PFC port's queue.
 type waiting struct {
@@ -95,7 +147,9 @@ type waiting struct {
 	sum   uint32
 	sumOK bool
 	mark  bool  // RED marked it as it joined
-	in    int32 // the port it came in by at the sending switch, -1: none
+	lossy bool  // its priority is not lossless (counted in lossyBytes)
+	prio  int8  // its queue
+	in    int32 // the port it came in by at the sending switch, -1: none (not counted towards XOFF)
 }
 
 // SetPFC turns PFC on at the switch: every port of it, and every port that
@@ -110,9 +164,14 @@ func (s *Switch) SetPFC(c PFC) error {
 	if c.Quanta == 0 {
 		c.Quanta = 0xFFFF
 	}
+	m, _ := c.mask()
+	if s.net.pfcSet && s.net.pfcMask != m {
+		return fmt.Errorf("switch %s: pfc priorities %v differ from another switch's", s.net.names[s.id], c.Priorities)
+	}
+	s.net.pfcSet, s.net.pfcMask = true, m
 	ports := s.net.ports[s.id]
-	s.pfc = &switchPFC{cfg: c, ingress: make([]int, len(ports)), pausing: make([]bool, len(ports)),
-		episode: make([]uint64, len(ports))}
+	s.pfc = &switchPFC{cfg: c, ingress: make([][8]int, len(ports)), pausing: make([][8]bool, len(ports)),
+		episode: make([][8]uint64, len(ports))}
 	for _, pt := range ports {
 		pt.out.makeLossless()
 		pt.out.reverse.makeLossless()
@@ -143,58 +202,92 @@ func (p *Pipe) SetOnResume(f func()) {
 	}
 }
 
-// PausedTime returns how long PAUSEs have stopped the pipe, and how many
-// it obeyed (XONs not counted).
+// PausedTime returns how long PAUSEs have stopped the pipe, summed over
+// its priorities, and how many it obeyed (XONs not counted).
 func (p *Pipe) PausedTime() (Time, uint64) {
+	var t Time
+	for prio := range 8 {
+		t += p.PausedTimeOf(prio)
+	}
 	if p.lossless == nil {
 		return 0, 0
 	}
-	l := p.lossless
-	t := l.paused
-	if now := p.net.loop.now; l.pausedUntil > now {
-		t -= l.pausedUntil - now // not over yet
-	}
-	return t, l.pauses
+	return t, p.lossless.pauses
 }
 
-// admit is the PFC switch's side of a frame joining one of its queues:
-// the headroom check and the ingress count, and an XOFF when it passes
-// XOff. It reports whether the frame may join.
-func (s *Switch) admit(in int32, n int) bool {
+// PausedTimeOf returns how long PAUSEs have stopped priority prio of the
+// pipe.
+func (p *Pipe) PausedTimeOf(prio int) Time {
+	if p.lossless == nil || prio < 0 || prio > 7 {
+		return 0
+	}
+	l := p.lossless
+	t := l.paused[prio]
+	if now := p.net.loop.now; l.pausedUntil[prio] > now {
+		t -= l.pausedUntil[prio] - now // not over yet
+	}
+	return t
+}
+
+// priority returns the queue a frame goes to and whether it is lossless.
+func (n *Network) priority(f []byte) (int, bool) {
+	c := dscpClass(f)
+	if n.pfcMask == 0 {
+		if c >= 6 {
+			return c, false
+		}
+		return PFCPriority, true
+	}
+	return c, n.pfcMask&(1<<c) != 0
+}
+
+// losslessMask is the priorities PAUSEs stop.
+func (n *Network) losslessMask() uint8 {
+	if n.pfcMask == 0 {
+		return 1 << PFCPriority
+	}
+	return n.pfcMask
+}
+
+// admit is the PFC switch's side of a lossless frame of priority prio
+// joining one of its queues: the headroom check and the ingress count, and
+// an XOFF when it passes XOff. It reports whether the frame may join.
+func (s *Switch) admit(in int32, prio int, n int) bool {
 	f := s.pfc
 	if f == nil || in < 0 {
 		return true
 	}
-	if f.ingress[in]+n > f.cfg.XOff+f.cfg.Headroom {
+	if f.ingress[in][prio]+n > f.cfg.XOff+f.cfg.Headroom {
 		f.counters.DropHeadroom++
 		return false
 	}
-	f.ingress[in] += n
-	if f.ingress[in] >= f.cfg.XOff && !f.pausing[in] {
-		f.pausing[in] = true
-		f.episode[in]++
-		s.sendPause(int(in), f.cfg.Quanta)
+	f.ingress[in][prio] += n
+	if f.ingress[in][prio] >= f.cfg.XOff && !f.pausing[in][prio] {
+		f.pausing[in][prio] = true
+		f.episode[in][prio]++
+		s.sendPause(int(in), prio, f.cfg.Quanta)
 	}
 	return true
 }
 
-// release is a frame that came in by port in leaving the switch.
-func (s *Switch) release(in int32, n int) {
+// release is a frame of priority prio that came in by port in leaving the
+// switch.
+func (s *Switch) release(in int32, prio int, n int) {
 	f := s.pfc
 	if f == nil || in < 0 {
 		return
 	}
-	f.ingress[in] -= n
-	if f.pausing[in] && f.ingress[in] <= f.cfg.XOn {
-		f.pausing[in] = false
-		s.sendPause(int(in), 0)
+	f.ingress[in][prio] -= n
+	if f.pausing[in][prio] && f.ingress[in][prio] <= f.cfg.XOn {
+		f.pausing[in][prio] = false
+		s.sendPause(int(in), prio, 0)
 	}
 }
 
-// sendPause sends a PAUSE (quanta > 0) or XON out of port, and, for a
-// PAUSE, schedules its refresh at half its time while the port stays
+// sendPause sends a PAUSE (quanta > 0) or XON for prio out of port, and,
+// for a PAUSE, schedules its refresh at half its time while the port stays
 // congested.
-func (s *Switch) sendPause(port int, quanta uint16) {
+func (s *Switch) sendPause(port, prio int, quanta uint16) {
 	p := s.outs[port]
 	f := s.pfc
 	if quanta == 0 {
@@ -202,14 +295,14 @@ func (s *Switch) sendPause(port int, quanta uint16) {
 	} else {
 		f.counters.XOffSent++
 		half := p.quantaTime(quanta) / 2
-		ep := f.episode[port]
+		ep := f.episode[port][prio]
 		s.net.loop.At(s.net.loop.now+max(half, 1), func() {
-			if f.pausing[port] && f.episode[port] == ep {
-				s.sendPause(port, quanta)
+			if f.pausing[port][prio] && f.episode[port][prio] == ep {
+				s.sendPause(port, prio, quanta)
 			}
 		})
 	}
-	p.sendControl(packet.AppendPause(nil, [6]byte{0x02, 0xFE, byte(s.id >> 8), byte(s.id), 0, byte(port)}, PFCPriority, quanta))
+	p.sendControl(packet.AppendPause(nil, [6]byte{0x02, 0xFE, byte(s.id >> 8), byte(s.id), 0, byte(port)}, prio, quanta))
 }
 
 // quantaTime is how long q pause quanta (512 bit times each) last on p.
@@ -230,23 +323,31 @@ func (p *Pipe) sendControl(frame []byte) {
 	p.serve()
 }
 
-// enqueueLossless puts a frame in a PFC port's queue (after the sending
-// switch's admission) and starts the serializer if it is idle.
+// enqueueLossless puts a frame in its priority's queue of a PFC port
+// (after the sending switch's admission, for a lossless priority) and
+// starts the serializer if it is idle.
 func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
 	n := len(frame)
-	if p.lossless.stormUntil > p.net.loop.now {
-		if sw, ok := p.net.nodes[p.from].(*Switch); ok {
-			sw.pfc.counters.DropWatchdog++
-		}
+	drop := func() bool {
 		p.counters.DropQueue++
 		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
 		return false
 	}
-	lossless := dscpClass(frame) < 6
-	if sw, ok := p.net.nodes[p.from].(*Switch); ok && lossless && !sw.admit(in, n) {
-		p.counters.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
-		return false
+	if p.lossless.stormUntil > p.net.loop.now {
+		if sw, ok := p.net.nodes[p.from].(*Switch); ok {
+			sw.pfc.counters.DropWatchdog++
+		}
+		return drop()
+	}
+	prio, lossless := p.net.priority(frame)
+	l := p.lossless
+	switch {
+	case lossless:
+		if sw, ok := p.net.nodes[p.from].(*Switch); ok && !sw.admit(in, prio, n) {
+			return drop()
+		}
+	case p.net.pfcMask != 0 && p.cfg.QueueBytes > 0 && l.lossyBytes+n > p.cfg.QueueBytes:
+		return drop() // a lossy priority: the port's queue bound
 	}
 	i := owned
 	if i < 0 {
@@ -254,14 +355,12 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 		i, buf = p.net.getBuf(n)
 		copy(buf, frame)
 	}
-	l := p.lossless
-	w := waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), in: in}
-	if lossless {
-		l.wait = append(l.wait, w)
-	} else {
-		w.in = -1 // not counted towards XOFF
-		l.hi = append(l.hi, w)
+	w := waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), prio: int8(prio), in: in}
+	if !lossless {
+		w.in, w.lossy = -1, true // not counted towards XOFF
+		l.lossyBytes += n
 	}
+	l.q[prio].push(w)
 	p.queueBytes += n
 	p.counters.MaxQueueBytes = max(p.counters.MaxQueueBytes, p.queueBytes)
 	p.serve()
@@ -269,7 +368,9 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 }
 
 // serve starts serializing the next frame if the port is idle: a control
-// frame first, else, unless paused, the head of the queue.
+// frame first, else priorities 7 and 6, else the next of 0-5 in turn, each
+// unless paused. A port whose only frames are paused wakes when the first
+// pause ends.
 func (p *Pipe) serve() {
 	l := p.lossless
 	if l.serving {
@@ -286,33 +387,31 @@ func (p *Pipe) serve() {
 		p.net.loop.Call(end, p.net.serialID, uint64(p.index))
 		return
 	}
-	if l.hiHead < len(l.hi) {
-		w := l.hi[l.hiHead]
-		l.hiHead++
-		if l.hiHead == len(l.hi) {
-			l.hi, l.hiHead = l.hi[:0], 0
+	ready := func(prio int) bool { return l.q[prio].len() > 0 && now >= l.pausedUntil[prio] }
+	for _, prio := range [2]int{7, 6} {
+		if ready(prio) {
+			p.start(l.q[prio].pop(), now)
+			return
 		}
-		p.start(w, now)
-		return
 	}
-	if l.head == len(l.wait) {
-		l.wait, l.head = l.wait[:0], 0
-		return
-	}
-	if now < l.pausedUntil {
-		if l.wakeAt != l.pausedUntil {
-			l.wakeAt = l.pausedUntil
-			p.net.loop.Call(l.pausedUntil, p.net.serialID, uint64(p.index))
+	for k := range 6 {
+		prio := (l.rr + k) % 6
+		if ready(prio) {
+			l.rr = (prio + 1) % 6
+			p.start(l.q[prio].pop(), now)
+			return
 		}
-		return
 	}
-	w := l.wait[l.head]
-	l.head++
-	if l.head > 64 && l.head*2 > len(l.wait) {
-		k := copy(l.wait, l.wait[l.head:])
-		l.wait, l.head = l.wait[:k], 0
+	wake := Never
+	for prio := range 8 {
+		if l.q[prio].len() > 0 {
+			wake = min(wake, l.pausedUntil[prio])
+		}
 	}
-	p.start(w, now)
+	if wake != Never && l.wakeAt != wake {
+		l.wakeAt = wake
+		p.net.loop.Call(wake, p.net.serialID, uint64(p.index))
+	}
 }
 
 // start serializes the waiting frame w from now.
@@ -336,10 +435,7 @@ func (p *Pipe) serialDone() {
 	if l.serving && p.busyUntil <= now {
 		l.serving = false
 		if l.cur.buf >= 0 {
-			p.queueBytes -= int(l.cur.n)
-			if sw, ok := p.net.nodes[p.from].(*Switch); ok {
-				sw.release(l.cur.in, int(l.cur.n))
-			}
+			p.dequeued(l.cur)
 		}
 	}
 	if l.wakeAt != 0 && l.wakeAt <= now {
@@ -348,9 +444,25 @@ func (p *Pipe) serialDone() {
 	p.serve()
 }
 
-// pause applies a PAUSE that arrived on the reverse pipe: stop for quanta
-// (0: resume now).
-func (p *Pipe) pause(quanta uint16) {
+// dequeued accounts for a frame that left the port's queue (sent or
+// dropped).
+func (p *Pipe) dequeued(w waiting) {
+	p.queueBytes -= int(w.n)
+	if w.lossy {
+		p.lossless.lossyBytes -= int(w.n)
+	}
+	if w.in < 0 {
+		return
+	}
+	if sw, ok := p.net.nodes[p.from].(*Switch); ok {
+		sw.release(w.in, int(w.prio), int(w.n))
+	}
+}
+
+// pause applies PAUSE times that arrived on the reverse pipe to the
+// priorities enable names that are lossless here: stop each for its
+// quanta (0: resume now).
+func (p *Pipe) pause(enable uint16, times [8]uint16) {
 	l := p.lossless
 	if l == nil {
 		return
@@ -359,56 +471,75 @@ func (p *Pipe) pause(quanta uint16) {
 	if l.stormUntil > now {
 		return // the watchdog ignores this port's PAUSEs for now
 	}
-	if quanta == 0 {
-		l.pausedSince = 0
-		if l.pausedUntil > now {
-			l.paused -= l.pausedUntil - now
-			l.pausedUntil = now
-			p.serve()
-			if l.onResume != nil {
-				l.onResume()
-			}
+	resumed := false
+	for prio := range 8 {
+		if enable&(1<<prio) == 0 || p.net.losslessMask()&(1<<prio) == 0 {
+			continue
 		}
-		return
+		quanta := times[prio]
+		if quanta == 0 {
+			l.pausedSince[prio] = 0
+			if l.pausedUntil[prio] > now {
+				l.paused[prio] -= l.pausedUntil[prio] - now
+				l.pausedUntil[prio] = now
+				resumed = true
+			}
+			continue
+		}
+		if l.pausedUntil[prio] < now || l.pausedSince[prio] == 0 {
+			l.pausedSince[prio] = now // a new pause, not a refresh of one in force
+		}
+		until := now + p.quantaTime(quanta)
+		if until > l.pausedUntil[prio] {
+			l.paused[prio] += until - max(l.pausedUntil[prio], now)
+			l.pausedUntil[prio] = until
+		}
+		l.pauses++
+		p.watchdog(now, prio)
 	}
-	if l.pausedUntil < now || l.pausedSince == 0 {
-		l.pausedSince = now // a new pause, not a refresh of one in force
+	if resumed {
+		p.serve()
+		if l.onResume != nil {
+			l.onResume()
+		}
 	}
-	until := now + p.quantaTime(quanta)
-	if until > l.pausedUntil {
-		l.paused += until - max(l.pausedUntil, now)
-		l.pausedUntil = until
-	}
-	l.pauses++
-	p.watchdog(now)
 }
 
-// watchdog declares a PFC storm on the switch port p when it has been
-// paused without a break for the detection time with frames waiting: the
-// pause ends, PAUSEs are ignored and what waits or comes is dropped until
-// the restore time has passed.
-func (p *Pipe) watchdog(now Time) {
+// watchdog declares a PFC storm on the switch port p when priority prio
+// has been paused without a break for the detection time with frames
+// waiting: the pauses end, PAUSEs are ignored and what waits in the
+// lossless queues or comes is dropped until the restore time has passed.
+func (p *Pipe) watchdog(now Time, prio int) {
 	sw, ok := p.net.nodes[p.from].(*Switch)
 	if !ok || sw.pfc == nil || sw.pfc.cfg.WatchdogDetect == 0 {
 		return
 	}
 	l := p.lossless
-	if now-l.pausedSince < sw.pfc.cfg.WatchdogDetect || l.head == len(l.wait) {
+	if now-l.pausedSince[prio] < sw.pfc.cfg.WatchdogDetect || l.q[prio].len() == 0 {
 		return
 	}
 	sw.pfc.counters.Storms++
 	l.stormUntil = now + sw.pfc.cfg.WatchdogRestore
-	l.paused -= l.pausedUntil - now
-	l.pausedUntil, l.pausedSince = now, 0
-	for _, w := range l.wait[l.head:] {
-		p.queueBytes -= int(w.n)
-		sw.release(w.in, int(w.n))
-		sw.pfc.counters.DropWatchdog++
-		p.counters.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.sum, sumOK: w.sumOK})
-		p.net.putBuf(w.buf)
+	mask := p.net.losslessMask()
+	for c := range 8 {
+		if l.pausedUntil[c] > now {
+			l.paused[c] -= l.pausedUntil[c] - now
+			l.pausedUntil[c] = now
+		}
+		l.pausedSince[c] = 0
+		if mask&(1<<c) == 0 {
+			continue
+		}
+		q := &l.q[c]
+		for _, w := range q.w[q.head:] {
+			p.dequeued(w)
+			sw.pfc.counters.DropWatchdog++
+			p.counters.DropQueue++
+			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.sum, sumOK: w.sumOK})
+			p.net.putBuf(w.buf)
+		}
+		q.clear()
 	}
-	l.wait, l.head = l.wait[:0], 0
 }
 
 // SendPause has the node that owns p send a PAUSE for priority
@@ -442,18 +573,18 @@ func (h serialHandler) Fire(arg uint64) { h.n.pipes[arg].serialDone() }
 // Lossless reports whether p is a PFC port.
 func (p *Pipe) Lossless() bool { return p.lossless != nil }
 
-// blocked reports whether p is a PFC port stopped by a PAUSE with frames
-// waiting.
-func (p *Pipe) blocked() bool {
+// blocked reports whether priority prio of p is stopped by a PAUSE with
+// frames waiting.
+func (p *Pipe) blocked(prio int) bool {
 	l := p.lossless
-	return l != nil && l.pausedUntil > p.net.loop.now && l.head < len(l.wait)
+	return l != nil && l.pausedUntil[prio] > p.net.loop.now && l.q[prio].len() > 0
 }
 
-// holdsFrom reports whether p's queue holds a frame that came in by port
-// in of the switch that sends it.
-func (p *Pipe) holdsFrom(in int) bool {
-	l := p.lossless
-	for _, w := range l.wait[l.head:] {
+// holdsFrom reports whether p's queue of priority prio holds a frame that
+// came in by port in of the switch that sends it.
+func (p *Pipe) holdsFrom(in, prio int) bool {
+	q := &p.lossless.q[prio]
+	for _, w := range q.w[q.head:] {
 		if int(w.in) == in {
 			return true
 		}
@@ -462,11 +593,13 @@ func (p *Pipe) holdsFrom(in int) bool {
 }
 
 // PFCDeadlock returns a cycle of the PFC wait-for graph, or nil: ports
-// stopped by a PAUSE with frames waiting, each waiting on the next, the
-// port its frames are queued for at the next switch, which is stopped in
-// turn (a cyclic buffer dependency: nothing in it can move until a PAUSE
-// lifts, and none will). The cycle is given from its lowest-indexed pipe,
-// so that the same deadlock reads the same each time.
+// whose queue of one lossless priority is stopped by a PAUSE with frames
+// waiting, each waiting on the next, the port its frames of that priority
+// are queued for at the next switch, which is stopped in turn (a cyclic
+// buffer dependency: nothing in it can move until a PAUSE lifts, and none
+// will). Priorities are paused apart, so a cycle is within one. The cycle
+// is given from its lowest-indexed pipe, so that the same deadlock reads
+// the same each time.
 func (n *Network) PFCDeadlock() []*Pipe {
 	const (
 		unseen = iota
@@ -476,13 +609,13 @@ func (n *Network) PFCDeadlock() []*Pipe {
 	state := make([]uint8, len(n.pipes))
 	var path []*Pipe
 	var found []*Pipe
-	var visit func(p *Pipe) bool
-	visit = func(p *Pipe) bool {
+	var visit func(p *Pipe, prio int) bool
+	visit = func(p *Pipe, prio int) bool {
 		state[p.index] = onPath
 		path = append(path, p)
 		if sw, ok := n.nodes[p.to].(*Switch); ok {
 			for _, q := range sw.outs {
-				if !q.blocked() || !q.holdsFrom(p.toPort) {
+				if !q.blocked(prio) || !q.holdsFrom(p.toPort, prio) {
 					continue
 				}
 				switch state[q.index] {
@@ -494,7 +627,7 @@ func (n *Network) PFCDeadlock() []*Pipe {
 					}
 					return true
 				case unseen:
-					if visit(q) {
+					if visit(q, prio) {
 						return true
 					}
 				}
@@ -504,9 +637,17 @@ func (n *Network) PFCDeadlock() []*Pipe {
 		state[p.index] = done
 		return false
 	}
-	for _, p := range n.pipes {
-		if state[p.index] == unseen && p.blocked() && visit(p) {
-			break
+	mask := n.losslessMask()
+	for prio := 0; prio < 8 && found == nil; prio++ {
+		if mask&(1<<prio) == 0 {
+			continue
+		}
+		clear(state)
+		path = path[:0]
+		for _, p := range n.pipes {
+			if state[p.index] == unseen && p.blocked(prio) && visit(p, prio) {
+				break
+			}
 		}
 	}
 	if found == nil {

@@ -171,3 +171,93 @@ func fixCsum(f []byte) {
 	f[24], f[25] = 0, 0
 	binary.BigEndian.PutUint16(f[24:], packet.IPv4HeaderChecksum(f[14:34]))
 }
+
+// withDSCP returns f with its IPv4 DSCP set.
+func withDSCP(f []byte, dscp int) []byte {
+	f[15] = byte(dscp<<2) | f[15]&3
+	fixCsum(f)
+	return f
+}
+
+// TestPFCPrioritiesPauseApart: with priorities 3 and 4 lossless, a PAUSE
+// for priority 3 (a host's) stops the switch port's priority-3 frames only:
+// a priority-4 frame sent after a priority-3 one passes it, and so does a
+// lossy priority-0 frame; the priority-3 frame waits out the pause.
+func TestPFCPrioritiesPauseApart(t *testing.T) {
+	l := NewLoop()
+	n := NewNetwork(l)
+	rx := &recorder{loop: l}
+	dst := n.AddNode("dst", rx)
+	a := n.AddNode("a", &recorder{loop: l})
+	sw := n.AddSwitch("sw", 0)
+	pc := PipeConfig{Bandwidth: 10e9, Delay: Microsecond}
+	pa, _ := n.Connect(a, sw.ID(), pc, pc)
+	pd, _ := n.Connect(dst, sw.ID(), pc, pc)
+	require.NoError(t, n.Route(map[NodeID][]Addr{dst: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}}}))
+	require.NoError(t, sw.SetPFC(PFC{XOff: 50_000, XOn: 20_000, Headroom: 20_000, Quanta: 2000, Priorities: []int{3, 4}}))
+	require.NoError(t, pd.SendPause(2000)) // priority 3, ~100 us at 10 Gb/s
+	l.RunUntil(5 * Microsecond)
+	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 1), 26))
+	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 2), 34))
+	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 3), 0))
+	l.RunUntil(Never)
+	require.Len(t, rx.seqs, 3)
+	assert.Equal(t, []uint32{2, 3, 1}, rx.seqs, "priorities 4 and 0 pass the paused priority 3")
+	assert.Less(t, rx.times[1], 20*Microsecond)
+	assert.Greater(t, rx.times[2], 90*Microsecond)
+	down := sw.outs[1]
+	assert.Positive(t, down.PausedTimeOf(3))
+	assert.Zero(t, down.PausedTimeOf(4))
+	total, _ := down.PausedTime()
+	assert.Equal(t, down.PausedTimeOf(3), total)
+}
+
+// TestPFCLossyPriorityDrops: with only priority 3 lossless, an incast of
+// priority-0 frames is neither counted towards XOFF nor paused: it drops at
+// the port's queue bound, while the same incast in priority 3 drops
+// nothing.
+func TestPFCLossyPriorityDrops(t *testing.T) {
+	run := func(dscp int) (*Switch, *recorder, *Pipe) {
+		l := NewLoop()
+		n := NewNetwork(l)
+		rx := &recorder{loop: l}
+		dst := n.AddNode("dst", rx)
+		a := n.AddNode("a", &recorder{loop: l})
+		b := n.AddNode("b", &recorder{loop: l})
+		sw := n.AddSwitch("sw", 0)
+		pc := PipeConfig{Bandwidth: 10e9, Delay: Microsecond, QueueBytes: 30_000}
+		pa, _ := n.Connect(a, sw.ID(), pc, pc)
+		pb, _ := n.Connect(b, sw.ID(), pc, pc)
+		down, _ := n.Connect(sw.ID(), dst, pc, pc)
+		require.NoError(t, n.Route(map[NodeID][]Addr{dst: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}},
+			b: {{MAC: [6]byte{2, 0, 0, 0, 0, 9}, IP: ipA}}}))
+		require.NoError(t, sw.SetPFC(PFC{XOff: 20_000, XOn: 10_000, Headroom: 10_000, Priorities: []int{3}}))
+		for i := range 300 {
+			pa.Send(withDSCP(roceFrame(macB, macA, ipB, 1000, uint32(2*i)), dscp))
+			pb.Send(withDSCP(roceFrame(macB, macA, ipB, 1000, uint32(2*i+1)), dscp))
+		}
+		l.RunUntil(Never)
+		return sw, rx, down
+	}
+	sw, rx, down := run(0)
+	assert.Zero(t, sw.PFCCounters().XOffSent, "priority 0 is not lossless")
+	assert.Positive(t, down.Counters().DropQueue)
+	assert.Less(t, len(rx.seqs), 600)
+	sw, rx, down = run(26)
+	assert.Positive(t, sw.PFCCounters().XOffSent)
+	assert.Zero(t, down.Counters().DropQueue)
+	assert.Len(t, rx.seqs, 600)
+}
+
+// TestPFCPrioritiesChecked: priorities are 0-7, once each, and every switch
+// gives the same list.
+func TestPFCPrioritiesChecked(t *testing.T) {
+	for _, ps := range [][]int{{8}, {-1}, {3, 3}} {
+		assert.Error(t, PFC{XOff: 10, Priorities: ps}.Check(), "%v", ps)
+	}
+	n := NewNetwork(NewLoop())
+	s1, s2 := n.AddSwitch("s1", 0), n.AddSwitch("s2", 0)
+	require.NoError(t, s1.SetPFC(PFC{XOff: 10, Priorities: []int{3}}))
+	assert.Error(t, s2.SetPFC(PFC{XOff: 10, Priorities: []int{3, 4}}))
+	assert.NoError(t, s2.SetPFC(PFC{XOff: 10, Priorities: []int{3}}))
+}

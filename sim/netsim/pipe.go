@@ -180,12 +180,19 @@ func (p *Pipe) BusyUntil() Time {
 	if l == nil {
 		return max(p.busyUntil, now)
 	}
-	t := max(p.busyUntil, now, l.pausedUntil)
-	for _, w := range l.wait[l.head:] {
-		t += p.serialization(int(w.n))
+	t := max(p.busyUntil, now)
+	if p.net.pfcMask == 0 {
+		// One lossless class: everything waits out its pause.
+		t = max(t, l.pausedUntil[PFCPriority])
 	}
-	for _, w := range l.hi[l.hiHead:] {
-		t += p.serialization(int(w.n))
+	for prio := range 8 {
+		if p.net.pfcMask != 0 && l.pausedUntil[prio] > now {
+			continue // a paused priority holds up no other
+		}
+		q := &l.q[prio]
+		for _, w := range q.w[q.head:] {
+			t += p.serialization(int(w.n))
+		}
 	}
 	return t
 }
@@ -357,9 +364,7 @@ func (p *Pipe) deliver(buf []byte, pd pending) {
 		// node sees it.
 		if enable, times, ok := packet.ParsePause(buf); ok {
 			c.PauseFrames++
-			if enable&(1<<PFCPriority) != 0 {
-				p.reverse.pause(times[PFCPriority])
-			}
+			p.reverse.pause(enable, times)
 			net.rxSumOK = false
 			return
 		}
