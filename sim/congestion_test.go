@@ -234,6 +234,33 @@ func TestPFCPrioritiesInTshark(t *testing.T) {
 	assert.Equal(t, map[string]bool{"26": true, "34": true}, dscps, "RoCE frames carry the workloads' DSCPs (ACKs too)")
 }
 
+// TestIncastDCQCNNeedsTheRateCuts: incast-dcqcn-pfc drops nothing and
+// resends nothing, and its queue check measures DCQCN: it fails with
+// mlx5's 32767-byte counter (rates recover between CNPs and PFC holds the
+// queue at its cap) and without congestion control.
+func TestIncastDCQCNNeedsTheRateCuts(t *testing.T) {
+	sc, err := Load("../testdata/scenarios/incast-dcqcn-pfc.json")
+	require.NoError(t, err)
+	res, err := Run(sc, 1)
+	require.NoError(t, err)
+	require.True(t, res.OK(), res.Failures())
+	assert.Zero(t, res.Network.DropQueue)
+	assert.Zero(t, res.Retransmits)
+	for _, change := range []func(*Scenario){
+		func(sc *Scenario) { sc.Congestion.Params = nil },
+		func(sc *Scenario) { sc.Congestion = nil; sc.Expect.Sometimes = []string{"pfc_pause"} },
+	} {
+		sc, err := Load("../testdata/scenarios/incast-dcqcn-pfc.json")
+		require.NoError(t, err)
+		change(sc)
+		res, err := Run(sc, 1)
+		require.NoError(t, err)
+		v := verdict(res, invCongestion)
+		require.False(t, v.OK)
+		assert.Contains(t, strings.Join(v.Details, "\n"), "queue sw0->h0 held")
+	}
+}
+
 // TestPFCStormNeedsTheWatchdog: without the watchdog the storm's pause
 // keeps the victim stopped after the moment the watchdog would have freed
 // it, and the check of that window fails.
