@@ -261,6 +261,12 @@ func (q *QP) Resending() bool {
 	return q.req.needRetry || q.req.rnrWait || psnDiff(q.req.psn, q.req.maxPSN) < 0
 }
 
+// RNRRetryDue reports whether the requester waits out an RNR NAK whose
+// timer has run out at now: its next Tick lets it send again. A device that
+// bounds how many RNR retries it starts (rxe.Config.RNRRetryRate) may
+// hold the QP a little longer first; the timer is a minimum wait.
+func (q *QP) RNRRetryDue(now Time) bool { return q.req.rnrWait && now >= q.req.rnrUntil }
+
 // Tick runs the QP's timers (retransmit, RNR wait, rate control) at time
 // now.
 func (q *QP) Tick(now Time) {

@@ -38,6 +38,9 @@ type Counters struct {
 	TxLinkErrors  uint64 // link.Send failures (frames lost; RC retransmits)
 	RxLinkErrors  uint64 // link.Recv failures other than close
 	EventsDropped uint64 // async events lost because nobody read the channel
+	// RNRRetriesHeld counts RNR retries held past their QP's RNR timer for
+	// a slot of the device's RNR retry budget (Config.RNRRetryRate).
+	RNRRetriesHeld uint64
 }
 
 // Counter is one named counter value.
@@ -100,6 +103,7 @@ func (c *Counters) List() []Counter {
 		{"tx_link_errors", c.TxLinkErrors},
 		{"rx_link_errors", c.RxLinkErrors},
 		{"events_dropped", c.EventsDropped},
+		{"rnr_retries_held", c.RNRRetriesHeld},
 	}
 }
 

@@ -47,6 +47,9 @@ func (d *Device) noteDeadline(x *QP) {
 		return
 	}
 	dl := x.q.Deadline()
+	if x.rnrSlot > dl {
+		dl = x.rnrSlot // held for its RNR retry slot
+	}
 	switch {
 	case dl == qp.Never:
 		if x.dlIdx >= 0 {
@@ -80,10 +83,14 @@ func (d *Device) Tick(now qp.Time) {
 		due = append(due, heap.Pop(&d.timers).(*QP))
 	}
 	for i, x := range due {
+		due[i] = nil
+		if d.holdRNRRetry(now, x) {
+			d.noteDeadline(x)
+			continue
+		}
 		x.q.Tick(now)
 		d.markReady(x)
 		d.noteDeadline(x)
-		due[i] = nil
 	}
 	d.due = due[:0]
 	d.gsiTick(now)
@@ -108,4 +115,44 @@ func (d *Device) earliestLocked() qp.Time {
 		dl = min(dl, d.timers[0].dlAt)
 	}
 	return dl
+}
+
+// rnrInterval is the gap between RNR retry slots at rate per second (0:
+// none, for rate <= 0).
+func rnrInterval(rate int) qp.Time {
+	if rate <= 0 {
+		return 0
+	}
+	return max(qp.Second/qp.Time(rate), 1)
+}
+
+// rnrBurst is how many RNR retry slots may be taken at once after a quiet
+// spell.
+const rnrBurst = 16
+
+// holdRNRRetry books x's RNR retry a slot when its RNR timer has run out
+// and reports whether x must wait for it. Slots go in the order QPs come
+// due, one per rnrInterval, up to rnrBurst at once. Both Tick and Output
+// ask: the requester may send again as soon as its timer has run out,
+// whichever of the two comes to it first.
+func (d *Device) holdRNRRetry(now qp.Time, x *QP) bool {
+	if d.rnrInterval == 0 || !x.q.RNRRetryDue(now) {
+		x.rnrSlot = 0
+		return false
+	}
+	if x.rnrSlot != 0 {
+		if x.rnrSlot > now {
+			return true
+		}
+		x.rnrSlot = 0
+		return false // its slot has come
+	}
+	slot := max(d.rnrNext, now-rnrBurst*d.rnrInterval)
+	d.rnrNext = slot + d.rnrInterval
+	if slot <= now {
+		return false
+	}
+	x.rnrSlot = slot
+	d.cnt.RNRRetriesHeld++
+	return true
 }

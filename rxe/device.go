@@ -49,7 +49,24 @@ type Config struct {
 	// default), they retransmit and NAK exactly when kernel rxe's would,
 	// on a PSN sequence NAK or the local ACK timeout; replay relies on it.
 	FastRecovery bool
+	// RNRRetryRate bounds the RNR retries the device starts, all QPs
+	// together, per second: a QP whose RNR timer has run out waits for
+	// the next slot (the timer is a minimum wait; kernel rxe's, in
+	// jiffies, is at least 4 ms at HZ=250). Thousands of QPs whose peers
+	// never post a receive (rnr_retry 7 retries for ever) would otherwise
+	// retry every 10 us each and take the device's CPU from the QPs making
+	// progress. 0: DefaultRNRRetryRate once Start runs the device on the
+	// real clock, no bound on virtual time (the simulator's timers are
+	// exact and cost no CPU); negative: no bound.
+	RNRRetryRate int
 }
+
+// DefaultRNRRetryRate is RNR retries per second a device running on the
+// real clock starts, all QPs together (Config.RNRRetryRate): one every
+// 50 us, more often than one QP's timer can fire there (Go timers wake
+// about a millisecond late on a loaded 2-core machine), so that a QP alone
+// keeps its timing and only a crowd is held back.
+const DefaultRNRRetryRate = 20000
 
 // Errors the device returns, wrapped with context.
 var (
@@ -107,6 +124,11 @@ type Device struct {
 	// is Tick's scratch.
 	timers deadlineHeap
 	due    []*QP
+	// RNR retry slots (Config.RNRRetryRate): one every rnrInterval, the
+	// next free at rnrNext; 0: no bound.
+	rnrInterval qp.Time
+	rnrNext     qp.Time
+	rnrRateSet  bool // Config.RNRRetryRate was given (not 0)
 
 	// Receive and transmit scratch, under mu.
 	rxFrame packet.Frame
@@ -182,6 +204,8 @@ func New(cfg Config) (*Device, error) {
 		mtu:          cfg.MTU,
 		fixedSport:   cfg.FixedSrcPort,
 		fastRecovery: cfg.FastRecovery,
+		rnrInterval:  rnrInterval(cfg.RNRRetryRate),
+		rnrRateSet:   cfg.RNRRetryRate != 0,
 		keys:         rand.NewChaCha8(key),
 		events:       make(chan AsyncEvent, eventQueueLen),
 		mrs:          make([]mrSlot, 1, 64), // index 0 is never used

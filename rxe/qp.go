@@ -54,6 +54,7 @@ type QP struct {
 	listIdx       int  // position in qpList
 	dlIdx         int  // position in the device's timers, -1: not there
 	dlAt          qp.Time
+	rnrSlot       qp.Time // its RNR retry waits for this slot (0: none booked)
 	dead          bool
 	flushAcks     bool // dead, with acknowledgements still to send (DestroyQP)
 	ctx           any

@@ -18,12 +18,26 @@ import (
 // however many they are, so the streaming pair keeps most of the link; with
 // plain round robin it got one frame in about 200.
 func TestRetryStormShare(t *testing.T) {
-	healthy, total := retryStorm(t, 200, 40000)
+	healthy, total := retryStorm(t, 200, 40000, 0)
 	require.Greater(t, total, 30000, "the link was busy")
 	share := float64(healthy) / float64(total)
 	t.Logf("streaming pair: %d of %d frames (%.0f%%)", healthy, total, 100*share)
 	assert.Greater(t, share, 0.6, "the streaming pair's share of the link")
 	assert.Positive(t, total-healthy, "the retrying QPs still retry")
+}
+
+// TestRNRRetryBudget: with a budget of 20,000 RNR retries a second (the
+// default on the real clock), the same 200 QPs retry about 400 times in 20
+// ms (beside their 200 first tries) instead of taking a quarter of the
+// link, and the streaming pair keeps nearly all of it; the stuck QPs still
+// retry.
+func TestRNRRetryBudget(t *testing.T) {
+	healthy, total := retryStorm(t, 200, 20000, DefaultRNRRetryRate)
+	retries := total - healthy
+	t.Logf("streaming pair: %d of %d frames; %d retries", healthy, total, retries)
+	assert.Positive(t, retries, "the stuck QPs still retry")
+	assert.LessOrEqual(t, retries, 20000*DefaultRNRRetryRate/1_000_000+rnrBurst+200, "retries within the budget (and each QP's first try)")
+	assert.Greater(t, float64(healthy)/float64(total), 0.95)
 }
 
 // BenchmarkRetryStormShare reports the streaming pair's share of the link
@@ -36,7 +50,7 @@ func BenchmarkRetryStormShare(b *testing.B) {
 		b.Run(fmt.Sprintf("stuck=%d", stuck), func(b *testing.B) {
 			var healthy, total int
 			for range b.N {
-				healthy, total = retryStorm(b, stuck, 40000)
+				healthy, total = retryStorm(b, stuck, 40000, 0)
 			}
 			b.ReportMetric(100*float64(healthy)/float64(total), "%link")
 		})
@@ -48,8 +62,10 @@ func BenchmarkRetryStormShare(b *testing.B) {
 // WRITEs, for steps microseconds of virtual time on a link that carries one
 // frame per microsecond, and counts the frames the device sent in all and
 // for the streaming pair.
-func retryStorm(t testing.TB, stuck, steps int) (healthy, total int) {
-	da := newDev(t, "rxe0", macA, ipA, netip.Addr{}, 1500)
+// rnrRate is device A's Config.RNRRetryRate (0: none on virtual time).
+func retryStorm(t testing.TB, stuck, steps, rnrRate int) (healthy, total int) {
+	da, err := New(Config{Name: "rxe0", MAC: macA, IPv4: ipA, MTU: 1500, Seed: 1 + uint64(macA[5]), RNRRetryRate: rnrRate})
+	require.NoError(t, err)
 	db := newDev(t, "rxe1", macB, ipB, netip.Addr{}, 1500)
 	src := make([]byte, 4096)
 	for i := 0; i < stuck; i++ {

@@ -62,6 +62,11 @@ func (d *Device) Start() error {
 	if !d.rt.CompareAndSwap(nil, r) {
 		return fmt.Errorf("start %s: %w", d.name, ErrAlreadyStart)
 	}
+	if !d.rnrRateSet {
+		d.mu.Lock()
+		d.rnrInterval = rnrInterval(DefaultRNRRetryRate)
+		d.mu.Unlock()
+	}
 	r.wg.Add(3)
 	go r.rxLoop()
 	go r.txLoop()

@@ -46,6 +46,10 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 			n, looped = d.outputAcks(now, x, frames, n, looped)
 			continue
 		}
+		if d.holdRNRRetry(now, x) {
+			d.noteDeadline(x) // Tick makes it ready at its slot
+			continue
+		}
 		idle := false
 		for k := 0; k < qpBurst && n < len(frames) && looped < loopBudget; k++ {
 			if !x.q.Transmit(now, &d.txOut) {
