@@ -3,6 +3,7 @@ package packet
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"time"
 )
 
 // icrcSeed is the CRC-32 state after eight 0xFF bytes, the masked LRH that
@@ -40,8 +41,39 @@ func ComputeICRC(ipudp, transport []byte) uint32 {
 	copy(scratch[n:], transport[:BTHLen])
 	scratch[n+4] = 0xff
 	crc := crcUpdateSmall(icrcSeed, scratch[:n+BTHLen])
+	if crcBodySlicing {
+		return crcUpdateSmall(crc, transport[BTHLen:])
+	}
 	return crc32.Update(crc, crc32.IEEETable, transport[BTHLen:])
 }
+
+// crcBodySlicing makes ComputeICRC run the payload through slicing-by-8
+// rather than hash/crc32's: on a CPU whose carry-less multiply is slow
+// (QEMU's TCG emulates PCLMULQDQ in a helper, and there slicing-by-8, table
+// lookups the kernel's crc32_le also uses, is faster: softroce's WRITE
+// bandwidth in a TCG guest rose from 12.8 to 14.1-14.5 MB/s with it). It is
+// decided once, by timing both on the same 16 KiB; the CRC is the same
+// either way, only its speed differs.
+var crcBodySlicing = func() bool {
+	buf := make([]byte, 16<<10)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	best := func(f func()) time.Duration {
+		d := time.Duration(1 << 62)
+		for range 5 {
+			t0 := time.Now()
+			f()
+			d = min(d, time.Since(t0))
+		}
+		return d
+	}
+	var sink uint32
+	lib := best(func() { sink ^= crc32.Update(0, crc32.IEEETable, buf) })
+	own := best(func() { sink ^= crcUpdateSmall(0, buf) })
+	_ = sink
+	return own*5 < lib*4 // slicing-by-8 at least 1.25 times as fast
+}()
 
 // crcUpdateSmall is crc32.Update(crc, crc32.IEEETable, p), slicing by 8.
 // ComputeICRC uses it for its on-stack scratch copy of the masked headers:
