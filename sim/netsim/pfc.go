@@ -128,13 +128,7 @@ func (f *fifo) push(w waiting) { f.w = append(f.w, w) }
 
 func (f *fifo) pop() waiting {
 	w := f.w[f.head]
-	f.head++
-	if f.head == len(f.w) {
-		f.w, f.head = f.w[:0], 0
-	} else if f.head > 64 && f.head*2 > len(f.w) {
-		k := copy(f.w, f.w[f.head:])
-		f.w, f.head = f.w[:k], 0
-	}
+	f.w, f.head = compactFIFO(f.w, f.head+1)
 	return w
 }
 

@@ -202,12 +202,21 @@ func (p *Pipe) expire(now Time) {
 		p.queueBytes -= p.q[p.qhead].bytes
 		p.qhead++
 	}
-	if p.qhead == len(p.q) {
-		p.q, p.qhead = p.q[:0], 0
-	} else if p.qhead > 64 && p.qhead*2 > len(p.q) {
-		n := copy(p.q, p.q[p.qhead:])
-		p.q, p.qhead = p.q[:n], 0
+	p.q, p.qhead = compactFIFO(p.q, p.qhead)
+}
+
+// compactFIFO keeps a FIFO held in a slice (q[head:] waiting) from growing
+// without end: emptied, it starts again at the front; past half consumed
+// (and more than 64 gone), the rest moves to the front.
+func compactFIFO[T any](q []T, head int) ([]T, int) {
+	switch {
+	case head == len(q):
+		return q[:0], 0
+	case head > 64 && head*2 > len(q):
+		n := copy(q, q[head:])
+		return q[:n], 0
 	}
+	return q, head
 }
 
 // serialization returns how long n bytes take to send.
