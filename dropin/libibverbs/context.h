@@ -213,13 +213,4 @@ void sr_wait_events(pthread_mutex_t *mutex, pthread_cond_t *cond,
 /* fork.c: MADV_DONTFORK for registered ranges when ibv_fork_init was called. */
 int sr_fork_enabled(void);
 
-/* movefence.c: other threads' writes to pages being moved wait for the
- * move. sr_fence_begin(lo, hi) before a move of [lo, hi) (under mr_lock),
- * sr_fence_protect on each writable piece before its bytes are copied (the
- * new mapping gets the old protection back), sr_fence_end once every piece
- * is in place. */
-void sr_fence_begin(uintptr_t lo, uintptr_t hi);
-int sr_fence_protect(uintptr_t start, size_t len, int prot);
-void sr_fence_end(void);
-
 #endif

@@ -247,22 +247,14 @@ static int copy_io(int write, int fd, char *mem, size_t len, uint64_t off)
 static int to_memfd(struct move *mv)
 {
 	uintptr_t base = mv->segs[0].start;
-	int i, err = 0;
+	int i, err;
 
-	/* Writable pages go read-only first (movefence.c), so that no other
-	 * thread's write lands in the copy being left behind. */
-	for (i = 0; i < mv->n && !err; i++)
-		if (sr_fence_protect(mv->segs[i].start, mv->segs[i].end - mv->segs[i].start, mv->segs[i].prot) < 0)
-			err = errno;
-	for (i = 0; i < mv->n && !err; i++) {
+	for (i = 0; i < mv->n; i++) {
 		struct seg *s = &mv->segs[i];
 
 		err = copy_io(1, mv->fd, (char *)s->start, s->end - s->start, s->start - base);
-	}
-	if (err) {
-		for (i = 0; i < mv->n; i++)
-			mprotect((void *)mv->segs[i].start, mv->segs[i].end - mv->segs[i].start, mv->segs[i].prot);
-		return err;
+		if (err)
+			return err;
 	}
 	for (i = 0; i < mv->n; i++) {
 		struct seg *s = &mv->segs[i];
@@ -288,9 +280,7 @@ static int to_private(struct move *mv)
 
 		if (tmp == MAP_FAILED)
 			return errno;
-		err = sr_fence_protect(s->start, len, s->prot) < 0 ? errno : 0;
-		if (!err)
-			err = copy_io(0, memfds[s->memfd].fd, tmp, len, s->off);
+		err = copy_io(0, memfds[s->memfd].fd, tmp, len, s->off);
 		if (!err && mprotect(tmp, len, s->prot) < 0)
 			err = errno;
 		if (!err && mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
@@ -298,7 +288,6 @@ static int to_private(struct move *mv)
 			err = errno;
 		if (err) {
 			munmap(tmp, len);
-			mprotect((void *)s->start, len, s->prot);
 			return err;
 		}
 	}
@@ -338,7 +327,6 @@ static int run_move(struct move *mv)
 
 	if (mv->n == 0)
 		return 0;
-	sr_fence_begin(mv->segs[0].start, mv->segs[mv->n - 1].end);
 	for (i = 0; i < mv->n; i++)
 		if (here + 65536 >= mv->segs[i].start && here < mv->segs[i].end + 65536)
 			on_stack = 1;
@@ -351,14 +339,12 @@ static int run_move(struct move *mv)
 				while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 					;
 				munmap(stack, stack_size);
-				sr_fence_end();
 				return mv->err;
 			}
 			munmap(stack, stack_size);
 		}
 	}
 	do_move(mv);
-	sr_fence_end();
 	return mv->err;
 }
 
