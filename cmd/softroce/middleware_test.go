@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,29 +90,9 @@ func pair(t *testing.T, bin, lib, sock string, env []string, ready func(string) 
 		_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
 	}
 	serr := srv.Wait()
-	if (cerr != nil || serr != nil) && knownUCXCrash(sout.String()+cout.String()) && !retried(t) {
-		t.Logf("ucx_perftest crashed at address 0, a known fault: registering moves pages into memfds and a write "+
-			"UCX's progress thread makes meanwhile to a global on such a page can be lost (dropin/libibverbs/README.md); "+
-			"running the pair once more\nserver:\n%s\nclient:\n%s", sout.String(), cout.String())
-		return pair(t, bin, lib, sock, env, ready, server, client)
-	}
 	require.NoError(t, cerr, "client:\n%s\nserver:\n%s", cout.String(), sout.String())
 	require.NoError(t, serr, "server:\n%s\nclient:\n%s", sout.String(), cout.String())
 	return sout.String(), cout.String()
-}
-
-// knownUCXCrash reports UCX's report of the known fault: a segmentation
-// fault at address 0 (see pair).
-func knownUCXCrash(out string) bool {
-	return strings.Contains(out, "Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))")
-}
-
-// retried marks t as having used its one retry, and reports whether it had.
-var retriedTests sync.Map
-
-func retried(t *testing.T) bool {
-	_, had := retriedTests.LoadOrStore(t.Name(), true)
-	return had
 }
 
 // listening is a readiness test: something listens on TCP port (read from

@@ -222,6 +222,33 @@ struct move {
 	int err;
 };
 
+/* The moves map and remap with raw system calls, not libc's: a program's
+ * memory hooks must not see them (the bytes at every address stay what they
+ * were, so there is nothing for a registration cache to invalidate), and
+ * UCX 1.13's reloc hook for mremap (ucm_override_mremap) takes four
+ * arguments, so MREMAP_FIXED's new address reached the kernel as whatever
+ * the register held: the private copy went somewhere at random, unmapping
+ * what was there, and the pages stayed in the memfd. */
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static int sys_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+static int sys_mprotect(void *addr, size_t len, int prot)
+{
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+static void *sys_mremap_fixed(void *old, size_t len, void *new)
+{
+	return (void *)syscall(SYS_mremap, old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, new);
+}
+
 /* The copies use the raw system calls: they read and write whole pages,
  * which a sanitizer's interceptors would take for overflows. */
 static int copy_io(int write, int fd, char *mem, size_t len, uint64_t off)
@@ -259,8 +286,8 @@ static int to_memfd(struct move *mv)
 	for (i = 0; i < mv->n; i++) {
 		struct seg *s = &mv->segs[i];
 
-		if (mmap((void *)s->start, s->end - s->start, s->prot,
-			 MAP_SHARED | MAP_FIXED, mv->fd, s->start - base) == MAP_FAILED)
+		if (sys_mmap((void *)s->start, s->end - s->start, s->prot,
+			     MAP_SHARED | MAP_FIXED, mv->fd, s->start - base) == MAP_FAILED)
 			return errno;
 	}
 	return 0;
@@ -275,19 +302,18 @@ static int to_private(struct move *mv)
 	for (i = 0; i < mv->n; i++) {
 		struct seg *s = &mv->segs[i];
 		size_t len = s->end - s->start;
-		void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (tmp == MAP_FAILED)
 			return errno;
 		err = copy_io(0, memfds[s->memfd].fd, tmp, len, s->off);
-		if (!err && mprotect(tmp, len, s->prot) < 0)
+		if (!err && sys_mprotect(tmp, len, s->prot) < 0)
 			err = errno;
-		if (!err && mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)s->start) == MAP_FAILED)
+		if (!err && sys_mremap_fixed(tmp, len, (void *)s->start) == MAP_FAILED)
 			err = errno;
 		if (err) {
-			munmap(tmp, len);
+			sys_munmap(tmp, len);
 			return err;
 		}
 	}
