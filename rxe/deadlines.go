@@ -103,13 +103,6 @@ func (d *Device) Tick(now qp.Time) {
 func (d *Device) Deadline() qp.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.earliestLocked()
-}
-
-// deadlineHint is Deadline (once a scan, now as cheap).
-func (d *Device) deadlineHint() qp.Time { return d.Deadline() }
-
-func (d *Device) earliestLocked() qp.Time {
 	dl := d.gsi.due
 	if len(d.timers) > 0 {
 		dl = min(dl, d.timers[0].dlAt)

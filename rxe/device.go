@@ -63,9 +63,9 @@ type Config struct {
 
 // DefaultRNRRetryRate is RNR retries per second a device running on the
 // real clock starts, all QPs together (Config.RNRRetryRate): one every
-// 50 us, more often than one QP's timer can fire there (Go timers wake
-// about a millisecond late on a loaded 2-core machine), so that a QP alone
-// keeps its timing and only a crowd is held back.
+// 50 us after a burst of 16. A QP alone is held only when it retries more
+// often than that (a 10 us RNR timer on a busy device); a crowd of QPs
+// shares the slots.
 const DefaultRNRRetryRate = 20000
 
 // Errors the device returns, wrapped with context.

@@ -216,7 +216,7 @@ func (r *runtime) kickTimerIfEarlier() {
 	r.armMu.Lock()
 	armed := r.armed
 	r.armMu.Unlock()
-	if r.d.deadlineHint() < armed {
+	if r.d.Deadline() < armed {
 		select {
 		case r.tmC <- struct{}{}:
 		default:
