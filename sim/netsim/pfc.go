@@ -141,7 +141,6 @@ type waiting struct {
 	sum   uint32
 	sumOK bool
 	mark  bool  // RED marked it as it joined
-	lossy bool  // its priority is not lossless (counted in lossyBytes)
 	prio  int8  // its queue
 	in    int32 // the port it came in by at the sending switch, -1: none (not counted towards XOFF)
 }
@@ -225,15 +224,15 @@ func (p *Pipe) PausedTimeOf(prio int) Time {
 
 // priority returns the queue a frame goes to and whether it is lossless.
 func (n *Network) priority(f []byte) (int, bool) {
-	c := dscpClass(f)
-	if n.pfcMask == 0 {
-		if c >= 6 {
-			return c, false
-		}
-		return PFCPriority, true
+	prio := dscpClass(f)
+	if n.pfcMask == 0 && prio < 6 {
+		prio = PFCPriority // the single lossless class
 	}
-	return c, n.pfcMask&(1<<c) != 0
+	return prio, n.isLossless(prio)
 }
+
+// isLossless reports whether PAUSEs stop priority prio.
+func (n *Network) isLossless(prio int) bool { return n.losslessMask()&(1<<prio) != 0 }
 
 // losslessMask is the priorities PAUSEs stop.
 func (n *Network) losslessMask() uint8 {
@@ -351,7 +350,7 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 	}
 	w := waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), prio: int8(prio), in: in}
 	if !lossless {
-		w.in, w.lossy = -1, true // not counted towards XOFF
+		w.in = -1 // not counted towards XOFF
 		l.lossyBytes += n
 	}
 	l.q[prio].push(w)
@@ -442,7 +441,7 @@ func (p *Pipe) serialDone() {
 // dropped).
 func (p *Pipe) dequeued(w waiting) {
 	p.queueBytes -= int(w.n)
-	if w.lossy {
+	if !p.net.isLossless(int(w.prio)) {
 		p.lossless.lossyBytes -= int(w.n)
 	}
 	if w.in < 0 {
@@ -467,7 +466,7 @@ func (p *Pipe) pause(enable uint16, times [8]uint16) {
 	}
 	resumed := false
 	for prio := range 8 {
-		if enable&(1<<prio) == 0 || p.net.losslessMask()&(1<<prio) == 0 {
+		if enable&(1<<prio) == 0 || !p.net.isLossless(prio) {
 			continue
 		}
 		quanta := times[prio]
@@ -514,14 +513,13 @@ func (p *Pipe) watchdog(now Time, prio int) {
 	}
 	sw.pfc.counters.Storms++
 	l.stormUntil = now + sw.pfc.cfg.WatchdogRestore
-	mask := p.net.losslessMask()
 	for c := range 8 {
 		if l.pausedUntil[c] > now {
 			l.paused[c] -= l.pausedUntil[c] - now
 			l.pausedUntil[c] = now
 		}
 		l.pausedSince[c] = 0
-		if mask&(1<<c) == 0 {
+		if !p.net.isLossless(c) {
 			continue
 		}
 		q := &l.q[c]
@@ -631,9 +629,8 @@ func (n *Network) PFCDeadlock() []*Pipe {
 		state[p.index] = done
 		return false
 	}
-	mask := n.losslessMask()
 	for prio := 0; prio < 8 && found == nil; prio++ {
-		if mask&(1<<prio) == 0 {
+		if !n.isLossless(prio) {
 			continue
 		}
 		clear(state)

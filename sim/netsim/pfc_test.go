@@ -137,10 +137,11 @@ func TestPFCStormAndWatchdog(t *testing.T) {
 	assert.Error(t, s2.SetPFC(bad), "detect without restore")
 }
 
-// TestPFCStrictPriorityClass: frames of DSCP class 6 (CNPs' CS6) go by a
-// queue of their own that a PAUSE does not stop, ahead of the lossless
-// class's frames, which wait out the pause.
-func TestPFCStrictPriorityClass(t *testing.T) {
+// pausedPort is a switch with PFC (lossless priorities prios) between a
+// sender a and a receiver dst that, 5 us before it returns, has paused the
+// switch's port to it (priority 3) for about 100 us at 10 Gb/s. It returns
+// the loop, dst's recorder, the switch and a's port.
+func pausedPort(t *testing.T, prios []int) (*Loop, *recorder, *Switch, *Pipe) {
 	l := NewLoop()
 	n := NewNetwork(l)
 	rx := &recorder{loop: l}
@@ -151,9 +152,17 @@ func TestPFCStrictPriorityClass(t *testing.T) {
 	pa, _ := n.Connect(a, sw.ID(), pc, pc)
 	pd, _ := n.Connect(dst, sw.ID(), pc, pc)
 	require.NoError(t, n.Route(map[NodeID][]Addr{dst: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}}}))
-	require.NoError(t, sw.SetPFC(PFC{XOff: 50_000, XOn: 20_000, Headroom: 20_000, Quanta: 2000}))
-	require.NoError(t, pd.SendPause(2000)) // dst pauses the switch's port for ~100 us at 10 Gb/s
+	require.NoError(t, sw.SetPFC(PFC{XOff: 50_000, XOn: 20_000, Headroom: 20_000, Quanta: 2000, Priorities: prios}))
+	require.NoError(t, pd.SendPause(2000))
 	l.RunUntil(5 * Microsecond)
+	return l, rx, sw, pa
+}
+
+// TestPFCStrictPriorityClass: frames of DSCP class 6 (CNPs' CS6) go by a
+// queue of their own that a PAUSE does not stop, ahead of the lossless
+// class's frames, which wait out the pause.
+func TestPFCStrictPriorityClass(t *testing.T) {
+	l, rx, _, pa := pausedPort(t, nil)
 	cs6 := ectFrame(200, 99, 0)
 	cs6[15] = 48 << 2
 	fixCsum(cs6)
@@ -184,19 +193,7 @@ func withDSCP(f []byte, dscp int) []byte {
 // a priority-4 frame sent after a priority-3 one passes it, and so does a
 // lossy priority-0 frame; the priority-3 frame waits out the pause.
 func TestPFCPrioritiesPauseApart(t *testing.T) {
-	l := NewLoop()
-	n := NewNetwork(l)
-	rx := &recorder{loop: l}
-	dst := n.AddNode("dst", rx)
-	a := n.AddNode("a", &recorder{loop: l})
-	sw := n.AddSwitch("sw", 0)
-	pc := PipeConfig{Bandwidth: 10e9, Delay: Microsecond}
-	pa, _ := n.Connect(a, sw.ID(), pc, pc)
-	pd, _ := n.Connect(dst, sw.ID(), pc, pc)
-	require.NoError(t, n.Route(map[NodeID][]Addr{dst: {{MAC: macB, IP: ipB}}, a: {{MAC: macA, IP: ipA}}}))
-	require.NoError(t, sw.SetPFC(PFC{XOff: 50_000, XOn: 20_000, Headroom: 20_000, Quanta: 2000, Priorities: []int{3, 4}}))
-	require.NoError(t, pd.SendPause(2000)) // priority 3, ~100 us at 10 Gb/s
-	l.RunUntil(5 * Microsecond)
+	l, rx, sw, pa := pausedPort(t, []int{3, 4})
 	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 1), 26))
 	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 2), 34))
 	pa.Send(withDSCP(roceFrame(macB, macA, ipB, 200, 3), 0))
