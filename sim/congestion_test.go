@@ -145,6 +145,16 @@ func TestPFCVictimNeedsPFC(t *testing.T) {
 	assert.Nil(t, res.PFC)
 }
 
+// pauseCounts sums the PAUSE (XOFF) and XON frames every switch of a run
+// sent.
+func pauseCounts(res *Result) (xoff, xon uint64) {
+	for _, c := range res.PFC {
+		xoff += c.XOffSent
+		xon += c.XOnSent
+	}
+	return xoff, xon
+}
+
 // TestPFCCaptureInTshark: the PAUSE frames in a PFC run's capture are what
 // tshark decodes as 802.1Qbb: MAC control, opcode 0x0101, class 3 enabled,
 // and every PAUSE has its XON.
@@ -154,11 +164,7 @@ func TestPFCCaptureInTshark(t *testing.T) {
 	require.NoError(t, err)
 	sc.Workloads[0].Count, sc.Workloads[1].Count = 4, 4
 	res, path := runCaptured(t, sc)
-	var xoff, xon uint64
-	for _, c := range res.PFC {
-		xoff += c.XOffSent
-		xon += c.XOnSent
-	}
+	xoff, xon := pauseCounts(res)
 	require.Positive(t, xoff)
 	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-E", "separator=,",
 		"-e", "frame.len", "-e", "eth.type", "-e", "macc.opcode", "-e", "macc.cbfc.enbv", "-Y", "macc").Output()
@@ -198,11 +204,7 @@ func TestPFCPrioritiesInTshark(t *testing.T) {
 	require.NoError(t, err)
 	sc.Workloads[0].Count, sc.Workloads[1].Count = 6, 12
 	res, path := runCaptured(t, sc)
-	var xoff, xon uint64
-	for _, c := range res.PFC {
-		xoff += c.XOffSent
-		xon += c.XOnSent
-	}
+	xoff, xon := pauseCounts(res)
 	require.Positive(t, xoff)
 	out, err := exec.Command("tshark", "-r", path, "-T", "fields", "-E", "separator=,", "-e", "macc.cbfc.enbv",
 		"-e", "macc.cbfc.pause_time.c3", "-e", "macc.cbfc.pause_time.c4", "-Y", "macc").Output()
