@@ -98,7 +98,7 @@ type lossPoint struct {
 	Counters []string `json:"counters,omitempty"`
 }
 
-var counterLinesRE = regexp.MustCompile(`(?m)^ (retransmits|early_retries|rcvd_seq_err|completer_retry_err|drop_stale) +\d+$`)
+var counterLinesRE = regexp.MustCompile(`(?m)^ (retransmits|early_retries|rcvd_seq_err|completer_retry_err|drop_stale|resp_superseded) +\d+$`)
 
 func (p lossPoint) String() string {
 	if p.Error != "" {

@@ -83,6 +83,30 @@ func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32,
 	}
 }
 
+// supersede drops every queued response at psn or later, for a duplicate
+// READ at psn that is a go-back-N: the requester came back for it after a
+// response past that READ reached it (what is queued now lies past the
+// READ), so it discards every response after psn until psn's own arrives,
+// and it asks again for every request after it. Sending them first, in
+// queue order, would only put the replay behind them: with many READs
+// outstanding a responder that cannot keep up spent most of its time on
+// responses thrown away (rxe does too). A duplicate that is no go-back-N (a
+// network copy arriving late) costs the requester a retransmit timeout.
+func (q *QP) supersede(psn uint32) {
+	r := &q.resp
+	kept := 0
+	for i := range r.outN {
+		o := r.out[(r.outHead+i)%len(r.out)]
+		if psnDiff(o.psn, psn) >= 0 {
+			q.counters.RespSuperseded++
+			continue
+		}
+		r.out[(r.outHead+kept)%len(r.out)] = o
+		kept++
+	}
+	r.outN = kept
+}
+
 func (r *responder) pop() {
 	r.outHead = (r.outHead + 1) % len(r.out)
 	r.outN--

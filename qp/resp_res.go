@@ -109,6 +109,9 @@ func (q *QP) rcDuplicate(p *packet.Packet, info *packet.OpcodeInfo, psn uint32) 
 			return
 		}
 		res.va = va
+		if r.outN > 0 && psnDiff(r.out[r.outHead].psn, res.lastPSN) > 0 {
+			q.supersede(psn)
+		}
 		r.pushRead(psn, psn, va, res.rkey, length, psn == res.firstPSN)
 	case packet.KindCompareSwap, packet.KindFetchAdd:
 		res := r.findRes(psn)

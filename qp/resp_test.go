@@ -508,3 +508,57 @@ func FuzzRespReceive(f *testing.F) {
 		}
 	})
 }
+
+// A duplicate READ that comes after the responder has sent past that READ
+// is a go-back-N: the responses still queued after it would only be thrown
+// away by the requester, which asks for them again, so the replay goes out
+// first and they are dropped. A duplicate of the READ being answered (a
+// copy made by the network) leaves the queue as it is.
+func TestRespGoBackNSupersedesQueuedReads(t *testing.T) {
+	const n = 600 // three packets at path MTU 256
+	read := func(r *respRig, i uint32, from uint32) {
+		off := uint64(from) * rspMTU
+		r.recv(rspPkt(packet.RCReadRequest, rspPSN+3*i+from, nil, rspReth(rspRemoteVA+uint64(i)*n+off, rspRemoteKey, n-uint32(off))))
+	}
+	send := func(r *respRig, k int) []packet.Packet {
+		var out []packet.Packet
+		for range k {
+			var o Outgoing
+			require.True(t, r.q.Transmit(r.now, &o))
+			out = append(out, o.Pkt)
+		}
+		return out
+	}
+	psns := func(ps []packet.Packet) (s []uint32) {
+		for _, p := range ps {
+			s = append(s, p.BTH.PSN-rspPSN)
+		}
+		return s
+	}
+
+	t.Run("go-back-N", func(t *testing.T) {
+		r := newRespRig(t, RC)
+		for i := range uint32(3) {
+			read(r, i, 0)
+		}
+		assert.Equal(t, []uint32{0, 1, 2, 3}, psns(send(r, 4)), "the first READ and the start of the second")
+		read(r, 0, 1) // the requester goes back to the first READ's second packet
+		assert.Equal(t, []uint32{1, 2}, psns(r.drain()), "the replay, not the rest of the second READ first")
+		assert.Equal(t, uint64(2), r.q.counters.RespSuperseded)
+		read(r, 1, 0) // ... and asks again for everything after it
+		read(r, 2, 0)
+		out := r.drain()
+		assert.Equal(t, []uint32{3, 4, 5, 6, 7, 8}, psns(out))
+		assert.Equal(t, packet.RCReadResponseFirst, out[0].BTH.Opcode)
+	})
+	t.Run("copy of the READ in progress", func(t *testing.T) {
+		r := newRespRig(t, RC)
+		for i := range uint32(3) {
+			read(r, i, 0)
+		}
+		assert.Equal(t, []uint32{0, 1, 2, 3}, psns(send(r, 4)))
+		read(r, 1, 0)
+		assert.Equal(t, []uint32{4, 5, 6, 7, 8, 3, 4, 5}, psns(r.drain()), "in order, the copy's replay last")
+		assert.Zero(t, r.q.counters.RespSuperseded)
+	})
+}

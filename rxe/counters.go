@@ -80,6 +80,7 @@ func (c *Counters) List() []Counter {
 		{"naks_sent", t.NAKsSent},
 		{"retransmits", t.Retransmits},
 		{"early_retries", t.EarlyRetries},
+		{"resp_superseded", t.RespSuperseded},
 		{"np_ecn_marked_roce_packets", t.NpECNMarkedRocePackets},
 		{"np_cnp_sent", t.NpCNPSent},
 		{"rp_cnp_handled", t.RpCNPHandled},
