@@ -37,6 +37,14 @@ func TestLossCurve(t *testing.T) {
 		impls = strings.Split(only, ",") // e.g. softroce,softroce-fast
 	}
 	levels := lossLevels
+	verbs := []string{"write", "read"}
+	if only := os.Getenv("SOFTROCE_LOSSCURVE_VERBS"); only != "" {
+		verbs = strings.Split(only, ",")
+	}
+	// A rate (netem's notation, e.g. 40mbit) below what either stack
+	// reaches on the emulated CPUs makes both link-bound, so that the
+	// curve compares their recovery rather than their CPU cost.
+	rate := os.Getenv("SOFTROCE_LOSSCURVE_RATE")
 	if only := os.Getenv("SOFTROCE_LOSSCURVE_LEVELS"); only != "" {
 		levels = strings.Split(only, ",")
 	}
@@ -45,13 +53,13 @@ func TestLossCurve(t *testing.T) {
 			softroceUp = true
 			s.guestsToSoftroce(t)
 		}
-		for _, verb := range []string{"write", "read"} {
+		for _, verb := range verbs {
 			for _, loss := range levels {
 				// The guests' emulated CPUs make single runs vary by a
 				// fifth or more: the median of lossRepeats.
 				var runs []lossPoint
 				for range lossRepeats {
-					p := s.lossRun(t, impl, verb, loss)
+					p := s.lossRun(t, impl, verb, loss, rate)
 					t.Logf("%-8s %-5s loss %5s%%: %s", impl, verb, loss, p)
 					runs = append(runs, p)
 				}
@@ -89,6 +97,7 @@ type lossPoint struct {
 	Impl    string  `json:"impl"` // rxe, softroce or softroce-fast (--fast-recovery)
 	Verb    string  `json:"verb"` // write or read
 	LossPct string  `json:"loss_pct"`
+	Rate    string  `json:"rate,omitempty"` // netem's rate limit on each guest's sends, if any
 	Iters   int     `json:"iters"`
 	MBps    float64 `json:"mb_per_s"` // the client's BW average, MB/s (perftest's MiB)
 	Wall    float64 `json:"wall_s"`   // the client's run, connection set-up included
@@ -110,12 +119,19 @@ func (p lossPoint) String() string {
 var bwRowRE = regexp.MustCompile(`(?m)^\s*65536\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)`)
 
 // lossRun runs one bandwidth test between the guests, a the server and b
-// the client, with netem dropping loss percent of each guest's sends.
-func (s *suite) lossRun(t *testing.T, impl, verb, loss string) lossPoint {
-	p := lossPoint{Impl: impl, Verb: verb, LossPct: loss, Iters: lossIters[loss]}
+// the client, with netem dropping loss percent of each guest's sends and,
+// if rate is set, holding them to that rate.
+func (s *suite) lossRun(t *testing.T, impl, verb, loss, rate string) lossPoint {
+	p := lossPoint{Impl: impl, Verb: verb, LossPct: loss, Rate: rate, Iters: lossIters[loss]}
 	netem := "tc qdisc del dev eth0 root 2>/dev/null; true"
-	if loss != "0" {
-		netem = "tc qdisc replace dev eth0 root netem loss " + loss + "%"
+	if loss != "0" || rate != "" {
+		netem = "tc qdisc replace dev eth0 root netem"
+		if loss != "0" {
+			netem += " loss " + loss + "%"
+		}
+		if rate != "" {
+			netem += " rate " + rate
+		}
 	}
 	for _, vm := range []*VM{s.a, s.b} {
 		r, err := vm.Run(s.ctx, netem, 10*time.Second)
@@ -192,6 +208,9 @@ func lossTable(points []lossPoint) string {
 		at[p.Impl+" "+p.Verb+" "+p.LossPct] = p
 	}
 	cell := func(p lossPoint) string {
+		if p.Impl == "" {
+			return "-" // not measured (SOFTROCE_LOSSCURVE_IMPLS)
+		}
 		if p.Error != "" {
 			return "failed"
 		}
@@ -203,7 +222,7 @@ func lossTable(points []lossPoint) string {
 		for _, loss := range lossLevels {
 			k, sr, kr := at["rxe "+verb+" "+loss], at["softroce "+verb+" "+loss], at["softroce-fast "+verb+" "+loss]
 			ratio := "-"
-			if k.Error == "" && sr.Error == "" && k.MBps > 0 {
+			if k.Impl != "" && sr.Impl != "" && k.Error == "" && sr.Error == "" && k.MBps > 0 {
 				ratio = fmt.Sprintf("%.2f", sr.MBps/k.MBps)
 			}
 			fmt.Fprintf(&b, "| %s | %s%% | %s | %s | %s | %s |\n", verb, loss, cell(k), cell(sr), ratio, cell(kr))

@@ -48,9 +48,13 @@ func TestPartialAckRearmsTimer(t *testing.T) {
 	assert.Equal(t, uint32(102), r.q.comp.psn)
 	assert.Equal(t, 5000+period, r.q.Deadline(), "progress re-arms the timer")
 	r.now = 6000
-	r.ack(101) // duplicate: no progress, timer unchanged
-	assert.Equal(t, 5000+period, r.q.Deadline())
+	r.ack(101) // a duplicate: no progress, but the responder is alive
+	assert.Equal(t, 6000+period, r.q.Deadline(), "any response restarts the timer, as in rxe (COMPST_EXIT)")
 	assert.Equal(t, uint64(1), r.q.counters.DropStale)
+	r.now = 7000
+	r.ack(200) // a PSN never sent: forged or from an earlier life
+	assert.Equal(t, 6000+period, r.q.Deadline(), "a response to nothing sent does not")
+	assert.Equal(t, uint64(2), r.q.counters.DropStale)
 	r.ack(103)
 	assert.Equal(t, []uint64{1}, wcIDs(r.poll()))
 	assert.Equal(t, Never, r.q.Deadline())
