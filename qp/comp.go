@@ -183,14 +183,19 @@ func (q *QP) compReceive(now Time, in *Incoming) {
 		// Behind what is acknowledged already, or an out-of-order
 		// response inside a READ.
 		q.counters.DropStale++
-		if d > 0 && q.cfg.FastRecovery {
-			// A READ response went missing (or this one is left over
-			// from before a retry): a loss heard of, which arms the
-			// early retry. Asking again at once, as rxe's completer
-			// does, spirals where responses run late: each retry's
-			// duplicates look like new gaps (RETRY_EXC_ERR in the
-			// emulated guests).
-			q.lossHeardAt(now)
+		if d > 0 {
+			// A READ response went missing: ask again from the
+			// missing PSN now, as the responder NAKs the first gap in
+			// a WRITE, rather than wait for the next READ's responses
+			// or the timer as rxe's completer does. Once per progress
+			// (compRetry): what the old stream still has in flight
+			// looks like more gaps until the resent responses arrive,
+			// and the responder drops what it still had queued of that
+			// stream (supersede).
+			if q.cfg.FastRecovery {
+				q.lossHeardAt(now) // arms the early retry
+			}
+			q.compRetry(w, false)
 		}
 		return
 	}

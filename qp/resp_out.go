@@ -83,6 +83,16 @@ func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32,
 	}
 }
 
+// goneBack reports whether a duplicate READ at psn, covered by res, is the
+// requester's go-back-N rather than a copy the network made: what is queued
+// now lies past that READ (the requester saw a later response first), or
+// the request resumes inside the READ (only a requester's retry asks from
+// the middle) at a PSN already sent.
+func (r *responder) goneBack(res *respRes, psn uint32) bool {
+	head := r.out[r.outHead].psn
+	return psnDiff(head, res.lastPSN) > 0 || (psn != res.firstPSN && psnDiff(head, psn) > 0)
+}
+
 // supersede drops every queued response at psn or later, for a duplicate
 // READ at psn that is a go-back-N: the requester came back for it after a
 // response past that READ reached it (what is queued now lies past the
