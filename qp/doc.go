@@ -16,11 +16,14 @@
 // executes incoming requests and generates ACKs, NAKs and read/atomic
 // responses. Memory is reached only through the Memory interface.
 //
-// Loss recovery is rxe's go-back-N (PSN sequence NAKs, the local ACK timeout)
-// and, with Config.FastRecovery, more (recovery.go): an early retry
-// when an answer is a few measured round trips late after a loss, and a
-// second NAK when a resend is lost again. Off, the engine retransmits and
-// NAKs exactly when rxe would.
+// Loss recovery is rxe's go-back-N (PSN sequence NAKs, the local ACK timeout
+// restarted by any response, as rxe's completer does), with two changes
+// that only make it sooner: a gap in a READ's responses asks again at once
+// rather than after the next READ's responses or the timer, and the
+// responder drops the responses still queued behind such a go-back-N
+// instead of sending them first. With Config.FastRecovery it does more
+// (recovery.go): an early retry when an answer is a few measured round trips
+// late after a loss, and a second NAK when a resend is lost again.
 //
 // Congestion control runs in the same engine (congestion.go): a QP answers
 // CE-marked packets with CNPs (np.go), and a CNP starts its rate control

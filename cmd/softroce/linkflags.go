@@ -73,7 +73,7 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.StringVar(&lf.Fault, "fault", def.Fault, `inject faults into sent frames, e.g. "loss=2%,reorder=1%" (keys: loss, dup, reorder, reorder_delay, corrupt, bits, delay, jitter, burst, seed)`)
 	fs.IntVar(&lf.MTU, "mtu", def.MTU, "link MTU, the largest IP packet (0: 1500)")
 	fs.BoolVar(&lf.DCQCN, "dcqcn", def.DCQCN, "congestion control: send ECN-capable packets, answer CE marks with CNPs, cut QP rates on CNPs (DCQCN, ConnectX's defaults)")
-	fs.BoolVar(&lf.FastRecovery, "fast-recovery", def.FastRecovery, "recover from loss sooner than kernel rxe: after a loss, go back N when an answer is a few measured round trips late, and NAK a gap again when a resend is lost too (default: resend only on a PSN sequence NAK or the local ACK timeout, as kernel rxe)")
+	fs.BoolVar(&lf.FastRecovery, "fast-recovery", def.FastRecovery, "recover from loss sooner than kernel rxe: after a loss, go back N when an answer is a few measured round trips late, and NAK a gap again when a resend is lost too (default: resend on a PSN sequence NAK, a gap in READ responses or the local ACK timeout)")
 	fs.StringArrayVar(&lf.CC, "cc", def.CC, "congestion control setting `NAME=VALUE` under mlx5's names, repeatable (softroce devinfo lists them): roce_np=1, rp_ai_rate=20, np_min_time_between_cnps=50")
 	return &lf
 }
