@@ -51,9 +51,13 @@ type TAPOptions struct {
 	// MTU is the largest IP packet; 0 means 1500. The interface's MTU is
 	// set to it.
 	MTU int
-	// ResolveTimeout is the wait between ARP/NS attempts (0: 200ms) and
-	// ResolveTries the number of attempts (0: 3) before queued frames are
-	// dropped.
+	// ResolveTimeout is the wait between ARP/NS attempts (0: 50ms) and
+	// ResolveTries the number of attempts (0: 6) before queued frames are
+	// dropped. A lost reply must cost less than an RC QP's retry budget
+	// (7 retries of 67 ms at perftest's timeout 14): with one attempt
+	// every 200 ms, three replies lost in a row (netem's 10% loss on the
+	// peer's sends) failed a QP with RETRY_EXC_ERR before its peer was
+	// resolved.
 	ResolveTimeout time.Duration
 	ResolveTries   int
 	// PendingPerPeer is the number of frames queued per unresolved peer
@@ -144,10 +148,10 @@ func (o TAPOptions) withDefaults() TAPOptions {
 		o.MTU = 1500
 	}
 	if o.ResolveTimeout <= 0 {
-		o.ResolveTimeout = 200 * time.Millisecond
+		o.ResolveTimeout = 50 * time.Millisecond
 	}
 	if o.ResolveTries <= 0 {
-		o.ResolveTries = 3
+		o.ResolveTries = 6
 	}
 	if o.PendingPerPeer <= 0 {
 		o.PendingPerPeer = 8
