@@ -79,11 +79,12 @@ type TAP struct {
 
 	q ring
 
-	mu     sync.Mutex
-	neigh  map[netip.Addr]*neighbor
-	closed bool
-	done   chan struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	neigh    map[netip.Addr]*neighbor
+	closed   bool
+	done     chan struct{}
+	resolveC chan struct{} // a resolution started (resolveLoop)
+	wg       sync.WaitGroup
 
 	wmu  sync.Mutex // serialises writes and guards wbuf
 	wbuf []byte
@@ -167,7 +168,7 @@ func (o TAPOptions) withDefaults() TAPOptions {
 func newTAP(ifc *water.Interface, name string, o TAPOptions) *TAP {
 	t := &TAP{
 		ifc: ifc, name: name, mac: o.MAC, ip4: o.IPv4, ip6: o.IPv6, mtu: o.MTU, opts: o,
-		neigh: map[netip.Addr]*neighbor{}, done: make(chan struct{}),
+		neigh: map[netip.Addr]*neighbor{}, done: make(chan struct{}), resolveC: make(chan struct{}, 1),
 		wbuf: make([]byte, 0, o.MTU+maxL2Header),
 	}
 	t.q.init(o.QueueLen, o.MTU+maxL2Header)
@@ -280,6 +281,10 @@ func (t *TAP) send1(data []byte) error {
 	t.mu.Unlock()
 	if first {
 		t.solicit(dst)
+		select { // wake resolveLoop to time the retries
+		case t.resolveC <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }

@@ -16,23 +16,34 @@ import (
 // asks for its peers' MACs, holds a few frames per unresolved peer meanwhile
 // and learns from what it hears.
 
-// resolveLoop retries pending resolutions and gives up on them.
+// resolveLoop retries pending resolutions and gives up on them. It sleeps
+// until the next attempt is due, or until Send starts a resolution: an idle
+// link costs no wake-ups.
 func (t *TAP) resolveLoop() {
 	defer t.wg.Done()
-	tick := time.NewTicker(t.opts.ResolveTimeout / 4)
-	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	var retry []netip.Addr
 	for {
 		select {
 		case <-t.done:
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-t.resolveC:
+		case <-timer.C:
 		}
 		now := time.Now()
 		retry = retry[:0]
+		var next time.Time
 		t.mu.Lock()
 		for ip, n := range t.neigh {
-			if n.resolved || n.tries == 0 || now.Before(n.next) {
+			if n.resolved || n.tries == 0 {
+				continue
+			}
+			if now.Before(n.next) {
+				if next.IsZero() || n.next.Before(next) {
+					next = n.next
+				}
 				continue
 			}
 			if n.tries >= t.opts.ResolveTries {
@@ -42,9 +53,16 @@ func (t *TAP) resolveLoop() {
 			}
 			n.tries++
 			n.next = now.Add(t.opts.ResolveTimeout)
+			if next.IsZero() || n.next.Before(next) {
+				next = n.next
+			}
 			retry = append(retry, ip)
 		}
 		t.mu.Unlock()
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
 		for _, ip := range retry {
 			t.solicit(ip)
 		}
