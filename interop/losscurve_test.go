@@ -37,6 +37,9 @@ func TestLossCurve(t *testing.T) {
 		impls = strings.Split(only, ",") // e.g. softroce,softroce-fast
 	}
 	levels := lossLevels
+	if only := os.Getenv("SOFTROCE_LOSSCURVE_LEVELS"); only != "" {
+		levels = strings.Split(only, ",")
+	}
 	verbs := []string{"write", "read"}
 	if only := os.Getenv("SOFTROCE_LOSSCURVE_VERBS"); only != "" {
 		verbs = strings.Split(only, ",")
@@ -45,9 +48,6 @@ func TestLossCurve(t *testing.T) {
 	// reaches on the emulated CPUs makes both link-bound, so that the
 	// curve compares their recovery rather than their CPU cost.
 	rate := os.Getenv("SOFTROCE_LOSSCURVE_RATE")
-	if only := os.Getenv("SOFTROCE_LOSSCURVE_LEVELS"); only != "" {
-		levels = strings.Split(only, ",")
-	}
 	for _, impl := range impls {
 		if impl != "rxe" && !softroceUp { // from here on kernel rxe is gone
 			softroceUp = true

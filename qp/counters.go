@@ -31,8 +31,9 @@ type Counters struct {
 	NAKsSent      uint64 // all NAKs sent, any kind
 	Retransmits   uint64 // request packets sent again
 	EarlyRetries  uint64 // go-back-N started by a stalled round trip, before the local ACK timeout
-	// RespSuperseded counts queued responses dropped unsent because a
-	// go-back-N asked again from an earlier PSN (resp_out.go supersede).
+	// RespSuperseded counts queued response packets dropped unsent
+	// because a go-back-N asked again from an earlier PSN (resp_out.go
+	// supersede).
 	RespSuperseded uint64
 	// Congestion control, under mlx5's hw_counters names.
 	NpECNMarkedRocePackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received

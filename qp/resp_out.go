@@ -87,8 +87,12 @@ func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32,
 // requester's go-back-N rather than a copy the network made: what is queued
 // now lies past that READ (the requester saw a later response first), or
 // the request resumes inside the READ (only a requester's retry asks from
-// the middle) at a PSN already sent.
+// the middle) at a PSN already sent. With nothing queued there is nothing
+// to tell, nor to supersede.
 func (r *responder) goneBack(res *respRes, psn uint32) bool {
+	if r.outN == 0 {
+		return false
+	}
 	head := r.out[r.outHead].psn
 	return psnDiff(head, res.lastPSN) > 0 || (psn != res.firstPSN && psnDiff(head, psn) > 0)
 }
@@ -108,13 +112,23 @@ func (q *QP) supersede(psn uint32) {
 	for i := range r.outN {
 		o := r.out[(r.outHead+i)%len(r.out)]
 		if psnDiff(o.psn, psn) >= 0 {
-			q.counters.RespSuperseded++
+			q.counters.RespSuperseded += uint64(o.packets(uint32(q.attr.PathMTU)))
 			continue
 		}
 		r.out[(r.outHead+kept)%len(r.out)] = o
 		kept++
 	}
 	r.outN = kept
+}
+
+// packets is how many packets o still stands for: a READ response's
+// remaining ones (at least one: a zero-length READ answers with ONLY), one
+// for an ACK or atomic ACK.
+func (o *respOut) packets(mtu uint32) uint32 {
+	if o.kind != outRead || o.resid <= mtu {
+		return 1
+	}
+	return (o.resid + mtu - 1) / mtu
 }
 
 func (r *responder) pop() {

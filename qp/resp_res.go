@@ -109,7 +109,7 @@ func (q *QP) rcDuplicate(p *packet.Packet, info *packet.OpcodeInfo, psn uint32) 
 			return
 		}
 		res.va = va
-		if r.outN > 0 && r.goneBack(res, psn) {
+		if r.goneBack(res, psn) {
 			q.supersede(psn)
 		}
 		r.pushRead(psn, psn, va, res.rkey, length, psn == res.firstPSN)
