@@ -107,7 +107,7 @@ type lossPoint struct {
 	Counters []string `json:"counters,omitempty"`
 }
 
-var counterLinesRE = regexp.MustCompile(`(?m)^ (retransmits|early_retries|rcvd_seq_err|completer_retry_err|drop_stale|resp_superseded) +\d+$`)
+var counterLinesRE = regexp.MustCompile(`(?m)^ (retransmits|early_retries|rcvd_seq_err|completer_retry_err|drop_stale|resp_superseded|read_resp_kept|read_repairs) +\d+$`)
 
 func (p lossPoint) String() string {
 	if p.Error != "" {

@@ -37,6 +37,8 @@ type completer struct {
 	// lossAt is when the requester last heard of a loss (lossHeard: ever).
 	lossAt    Time
 	lossHeard bool
+	// kept: READ responses that arrived past a gap (read_repair.go).
+	kept readKept
 }
 
 func (c *completer) reset() {
@@ -163,7 +165,9 @@ func (q *QP) compReceive(now Time, in *Incoming) {
 			return
 		}
 		if w.isReadOrAtomic() {
-			q.compRetry(w, false)
+			if !q.readKeep(now, pkt) {
+				q.compRetry(w, false)
+			}
 			return
 		}
 		if psnDiff(w.lastPSN, q.comp.psn) >= 0 {
@@ -181,7 +185,11 @@ func (q *QP) compReceive(now Time, in *Incoming) {
 	d := psnDiff(psn, q.comp.psn)
 	if d < 0 || (d > 0 && w.isReadOrAtomic()) {
 		// Behind what is acknowledged already, or an out-of-order
-		// response inside a READ.
+		// response inside a READ: kept, and only the hole asked for
+		// again, where it can be (read_repair.go).
+		if d > 0 && q.readKeep(now, pkt) {
+			return
+		}
 		q.counters.DropStale++
 		if d > 0 {
 			// A READ response went missing: ask again from the
@@ -303,6 +311,12 @@ func (q *QP) compRetry(w *sendWQE, timeout bool) {
 		return
 	}
 	q.comp.retryCnt--
+	if timeout && q.readRepair(true) {
+		// The repair or its answer was lost: ask for the hole again
+		// rather than for all that was kept behind it.
+		q.counters.CompleterRetryErr++
+		return
+	}
 	if psnDiff(q.req.maxPSN, q.comp.psn) > 0 {
 		q.counters.CompleterRetryErr++
 		q.startRetry()
@@ -332,26 +346,32 @@ func (q *QP) compReadResponse(now Time, w *sendWQE, pkt *packet.Packet) {
 	}
 	psn := pkt.BTH.PSN
 	pos := info.Pos
-	switch {
-	case (pos == packet.PosFirst || pos == packet.PosOnly) && psn == w.firstPSN:
-		// The start of the (re)requested range.
-	case q.comp.midRead && (pos == packet.PosMiddle || pos == packet.PosLast):
-	default:
-		q.counters.DropBadOpcode++
-		return
-	}
-	if pos == packet.PosOnly && w.firstPSN != w.lastPSN || pos == packet.PosFirst && w.firstPSN == w.lastPSN {
-		q.counters.DropBadOpcode++
-		return
-	}
 	mtu := q.mtu()
 	off := w.readBase + uint32(psnDiff(psn, w.firstPSN))*mtu
 	n := uint32(len(pkt.Payload))
-	remaining := w.length - w.rcvd
 	end := pos == packet.PosLast || pos == packet.PosOnly
-	if off != w.rcvd || (end && n != remaining) || (!end && (n != mtu || n >= remaining)) {
-		q.counters.DropBadLength++
-		return
+	if q.comp.kept.n > 0 && off == w.rcvd && q.readRespFits(w, psn, pos, n) {
+		// A repair's response: it may end (LAST) or start (ONLY) inside
+		// the READ, where the hole does; the READ ends at its last PSN.
+		end = psn == w.lastPSN
+	} else {
+		switch {
+		case (pos == packet.PosFirst || pos == packet.PosOnly) && psn == w.firstPSN:
+			// The start of the (re)requested range.
+		case q.comp.midRead && (pos == packet.PosMiddle || pos == packet.PosLast):
+		default:
+			q.counters.DropBadOpcode++
+			return
+		}
+		if pos == packet.PosOnly && w.firstPSN != w.lastPSN || pos == packet.PosFirst && w.firstPSN == w.lastPSN {
+			q.counters.DropBadOpcode++
+			return
+		}
+		remaining := w.length - w.rcvd
+		if off != w.rcvd || (end && n != remaining) || (!end && (n != mtu || n >= remaining)) {
+			q.counters.DropBadLength++
+			return
+		}
 	}
 	if err := q.scatterSend(w, off, pkt.Payload); err {
 		q.failWQE(w, WCLocProtErr)
@@ -366,6 +386,7 @@ func (q *QP) compReadResponse(now Time, w *sendWQE, pkt *packet.Packet) {
 		q.completeWQE(w)
 	}
 	q.compProgress(now)
+	q.readTakeKept(now)
 }
 
 // compAtomicAck writes the original remote value an atomic ACK carries into

@@ -94,15 +94,24 @@ func TestReadResponses(t *testing.T) {
 	for i := range src {
 		src[i] = byte(i*13 + 1)
 	}
-	r.readResp(packet.RCReadResponseMid, 101, src[256:512]) // before FIRST: out of order
+	r.readResp(packet.RCReadResponseMid, 101, src[256:512]) // before FIRST: kept
+	r.readResp(packet.RCReadResponseMid, 101, src[256:512]) // a copy of it
 	r.readResp(packet.RCReadResponseLast, 100, src[:256])   // LAST where FIRST belongs
 	r.readResp(packet.RCReadResponseFirst, 100, src[:200])  // short FIRST
+	assert.Equal(t, uint64(1), r.q.counters.ReadRespKept)
 	assert.Equal(t, uint64(1), r.q.counters.DropStale)
 	assert.Equal(t, uint64(1), r.q.counters.DropBadOpcode)
 	assert.Equal(t, uint64(1), r.q.counters.DropBadLength)
-	r.readResp(packet.RCReadResponseFirst, 100, src[:256])
-	r.readResp(packet.RCReadResponseFirst, 100, src[:256]) // duplicate
+	// The hole before the kept response is asked for alone.
+	rep := r.tx()
+	require.Len(t, rep, 1)
+	assert.Equal(t, packet.RCReadRequest, rep[0].BTH.Opcode)
+	assert.Equal(t, uint32(100), rep[0].BTH.PSN)
+	assert.Equal(t, packet.RETHFields{VA: 0x5000, RKey: 9, Length: 256}, rep[0].RETH)
+	r.readResp(packet.RCReadResponseOnly, 100, src[:256])  // the repair's answer
+	r.readResp(packet.RCReadResponseFirst, 100, src[:256]) // the original, late
 	r.readResp(packet.RCReadResponseMid, 101, src[256:512])
+	assert.Equal(t, uint64(3), r.q.counters.DropStale)
 	r.readResp(packet.RCReadResponseLast, 102, src[512:599]) // one byte short
 	assert.Empty(t, r.poll())
 	r.readResp(packet.RCReadResponseLast, 102, src[512:600])

@@ -35,6 +35,11 @@ type Counters struct {
 	// because a go-back-N asked again from an earlier PSN (resp_out.go
 	// supersede).
 	RespSuperseded uint64
+	// ReadRespKept counts READ responses kept past a gap in a READ's
+	// responses, and ReadRepairs the READ requests that asked for such a
+	// gap alone (read_repair.go).
+	ReadRespKept uint64
+	ReadRepairs  uint64
 	// Congestion control, under mlx5's hw_counters names.
 	NpECNMarkedRocePackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received
 	NpCNPSent              uint64 // np_cnp_sent

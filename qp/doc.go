@@ -17,11 +17,13 @@
 // responses. Memory is reached only through the Memory interface.
 //
 // Loss recovery is rxe's go-back-N (PSN sequence NAKs, the local ACK timeout
-// restarted by any response, as rxe's completer does), with two changes
-// that only make it sooner: a gap in a READ's responses asks again at once
-// rather than after the next READ's responses or the timer, and the
-// responder drops the responses still queued behind such a go-back-N
-// instead of sending them first. With Config.FastRecovery it does more
+// restarted by any response, as rxe's completer does), except for READ: a
+// gap in a READ's responses is repaired at once (read_repair.go) by keeping
+// the responses after it and asking for the missing range alone, a subset
+// READ that rxe's responder answers too; a gap that runs to the end of a
+// READ goes back N at once, and the responder drops the responses still
+// queued behind such a go-back-N instead of sending them first. With
+// Config.FastRecovery it does more
 // (recovery.go): an early retry when an answer is a few measured round trips
 // late after a loss, and a second NAK when a resend is lost again.
 //

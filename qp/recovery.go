@@ -170,7 +170,9 @@ func (q *QP) earlyTick(now Time) {
 		return
 	}
 	q.counters.EarlyRetries++
-	q.startRetry()
+	if !q.readRepair(true) {
+		q.startRetry()
+	}
 	q.comp.earlyShift = min(q.comp.earlyShift+1, earlyRetryMaxShift)
 }
 

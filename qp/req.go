@@ -35,6 +35,9 @@ type requester struct {
 	// packet (rxe's req.need_retry); the retry runs lazily so that ACKs that
 	// arrive before it still count.
 	needRetry bool
+	// repair asks for a hole in a READ's responses before anything else
+	// (read_repair.go).
+	repair readRepairReq
 	// rnrWait holds the requester until rnrUntil after an RNR NAK.
 	rnrWait  bool
 	rnrUntil Time
@@ -143,6 +146,9 @@ func (q *QP) reqPending(now Time) bool {
 	if !q.reqRunnable(now) || !q.paceAllows(now) {
 		return false
 	}
+	if q.req.repair.pending && !q.req.needRetry {
+		return true
+	}
 	idx, psn := q.req.idx, q.req.psn
 	if q.req.needRetry {
 		idx, psn = q.sq.cons, q.comp.psn
@@ -189,6 +195,11 @@ func (q *QP) reqTransmit(now Time, out *Outgoing) bool {
 func (q *QP) reqBuild(now Time, out *Outgoing) bool {
 	if q.req.needRetry {
 		q.reqRetry()
+	}
+	if q.req.repair.pending {
+		q.readRepairTransmit(now, out)
+		q.paceSent(now, out)
+		return true
 	}
 	for {
 		idx, w := q.reqPeek(q.req.idx)
@@ -485,6 +496,9 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 func (q *QP) reqRetry() {
 	q.req.needRetry = false
 	q.comp.rtt.timing = false // Karn: a resent PSN's answer times nothing
+	// The go-back-N's responses bring again whatever was kept.
+	q.req.repair.pending = false
+	q.comp.kept = readKept{}
 	q.req.idx = q.sq.cons
 	q.req.psn = q.comp.psn
 	q.req.midMsg = false

@@ -439,7 +439,7 @@ func (q *QP) rcRead(p *packet.Packet, psn uint32) {
 	r.msn = (r.msn + 1) & psnMask
 	res := r.nextRes()
 	*res = respRes{kind: resRead, firstPSN: psn, lastPSN: psnAdd(psn, pkts-1),
-		va: va, rkey: rkey, length: length}
+		va: va, rkey: rkey, length: length, end: va + uint64(length)}
 	r.pushRead(psn, psn, va, rkey, length, true)
 	r.psn = psnAdd(psn, pkts)
 	r.inMsg = msgNone

@@ -83,6 +83,20 @@ func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32,
 	}
 }
 
+// pushReadFront queues the responses to a repair READ (read_repair.go)
+// ahead of everything queued: the requester waits for the hole before it
+// can use what it kept, and a response queue that is partly sent may be
+// interrupted between packets, as each entry says where it stands.
+func (r *responder) pushReadFront(psn uint32, va uint64, rkey, length uint32, first bool) {
+	if r.outN == len(r.out) {
+		return
+	}
+	r.outHead = (r.outHead + len(r.out) - 1) % len(r.out)
+	r.outN++
+	r.out[r.outHead] = respOut{kind: outRead, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn,
+		va: va, rkey: rkey, resid: length, first: first, reqPSN: psn}
+}
+
 // goneBack reports whether a duplicate READ at psn, covered by res, is the
 // requester's go-back-N rather than a copy the network made: what is queued
 // now lies past that READ (the requester saw a later response first), or

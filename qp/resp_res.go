@@ -28,6 +28,9 @@ type respRes struct {
 	va     uint64
 	rkey   uint32
 	length uint32
+	// end is where the original READ ends: a duplicate that ends before it
+	// asks for a hole only (read_repair.go), not a go-back-N.
+	end uint64
 	// Atomic: the value at the target before the operation.
 	orig uint64
 }
@@ -109,6 +112,12 @@ func (q *QP) rcDuplicate(p *packet.Packet, info *packet.OpcodeInfo, psn uint32) 
 			return
 		}
 		res.va = va
+		if va+uint64(length) < res.end {
+			// A repair: the requester kept what came after the hole, so
+			// nothing queued is superseded, and the hole goes first.
+			r.pushReadFront(psn, va, res.rkey, length, psn == res.firstPSN)
+			return
+		}
 		if r.goneBack(res, psn) {
 			q.supersede(psn)
 		}

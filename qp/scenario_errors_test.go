@@ -343,10 +343,13 @@ func TestMaxRdAtomicWindow(t *testing.T) {
 	}
 }
 
-// TestReadResumedMidMessage drops the first MIDDLE read response: the retry
-// READ REQUEST asks for the remaining bytes only (PSN, VA and length moved
-// on by one MTU) and the data arrive right.
-func TestReadResumedMidMessage(t *testing.T) {
+// TestReadRepairAsksForTheHoleOnly drops the first MIDDLE read response:
+// the responses after it are kept, and the READ REQUEST that follows asks
+// for the lost packet alone (PSN, VA and length of the hole), and the data
+// arrive right. The READ's last response, on the wire when the repair went
+// out, reaches the requester before the repair's answer and sends the
+// repair again (read_repair.go: a lost repair is noticed that way).
+func TestReadRepairAsksForTheHoleOnly(t *testing.T) {
 	h := pair(t, qp.RC, defaultLink())
 	h.Drop(All(FromB(), Op(packet.RCReadResponseMid)), 1)
 	fill(h.B.remote, 16)
@@ -357,23 +360,49 @@ func TestReadResumedMidMessage(t *testing.T) {
 	requireWCs(t, h.A.sendWCs, []uint64{1}, qp.WCSuccess)
 	require.Equal(t, h.B.remote[0x800:0x800+n], h.A.local[0x1000:0x1000+n])
 	reqs := h.Select(FromA(), Op(packet.RCReadRequest))
-	require.Len(t, reqs, 2, "%s", h.Dump(20))
+	require.Len(t, reqs, 3, "%s", h.Dump(20))
 	base := defaultLink().APSN
 	require.Equal(t, base, reqs[0].PSN())
 	require.Equal(t, packet.RETHFields{VA: remoteVA + 0x800, RKey: remoteKey, Length: n}, reqs[0].Pkt.RETH)
-	require.Equal(t, psnAdd(base, 1), reqs[1].PSN(), "resumed at the lost PSN")
-	require.Equal(t, packet.RETHFields{VA: remoteVA + 0x800 + 1024, RKey: remoteKey, Length: n - 1024}, reqs[1].Pkt.RETH,
-		"resumed READ asks for the remaining bytes only")
-	// The retry went out at the gap, while the first stream's last
-	// response was still on its way; the responses to the retry follow
-	// it, from the resumed PSN to the last one.
-	var after []uint32
+	require.Equal(t, reqs[1].Pkt, reqs[2].Pkt, "sent again")
+	require.Equal(t, psnAdd(base, 1), reqs[1].PSN(), "repair at the lost PSN")
+	require.Equal(t, packet.RETHFields{VA: remoteVA + 0x800 + 1024, RKey: remoteKey, Length: 1024}, reqs[1].Pkt.RETH,
+		"the repair asks for the hole only")
+	var after []string
 	for _, f := range h.Select(FromB()) {
 		if f.Seq > reqs[1].Seq {
-			after = append(after, f.PSN()-base)
+			after = append(after, fmt.Sprintf("%d %s", f.PSN()-base, f.Pkt.BTH.Opcode))
 		}
 	}
-	require.Equal(t, []uint32{4, 1, 2, 3, 4}, after)
+	require.Contains(t, after, "1 RC_RDMA_READ_RESPONSE_LAST", "the hole's answer\n%s", h.Dump(20))
+	require.Len(t, h.Select(FromB()), 7, "five responses and the hole's twice\n%s", h.Dump(20))
+	require.Zero(t, h.A.qp.Counters().CompleterRetryErr, "no go-back-N")
+	require.Equal(t, uint64(2), h.A.qp.Counters().ReadRepairs)
+	require.Equal(t, uint64(3), h.A.qp.Counters().ReadRespKept)
+	require.Zero(t, h.B.qp.Counters().RespSuperseded)
+}
+
+// TestReadResumedMidMessage drops the LAST read response, a hole that runs
+// to the end of the READ: the retry READ REQUEST (after the timeout) asks
+// for the remaining bytes only (PSN, VA and length moved on by four MTUs)
+// and the data arrive right.
+func TestReadResumedMidMessage(t *testing.T) {
+	h := pair(t, qp.RC, defaultLink())
+	h.Drop(All(FromB(), Op(packet.RCReadResponseLast)), 1)
+	fill(h.B.remote, 16)
+	const n = 5*1024 - 100
+	h.A.postSend(t, readWR(1, 0x1000, 0x800, n))
+	h.MustRun(h.sendsDone(h.A, 1))
+	h.MustRun(nil)
+	requireWCs(t, h.A.sendWCs, []uint64{1}, qp.WCSuccess)
+	require.Equal(t, h.B.remote[0x800:0x800+n], h.A.local[0x1000:0x1000+n])
+	reqs := h.Select(FromA(), Op(packet.RCReadRequest))
+	require.Len(t, reqs, 2, "%s", h.Dump(20))
+	base := defaultLink().APSN
+	require.Equal(t, psnAdd(base, 4), reqs[1].PSN(), "resumed at the lost PSN")
+	require.Equal(t, packet.RETHFields{VA: remoteVA + 0x800 + 4096, RKey: remoteKey, Length: n - 4096}, reqs[1].Pkt.RETH,
+		"resumed READ asks for the remaining bytes only")
+	require.Zero(t, h.A.qp.Counters().ReadRepairs)
 }
 
 // TestAtomicsExactlyOnce duplicates every atomic request and drops some

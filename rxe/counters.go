@@ -81,6 +81,8 @@ func (c *Counters) List() []Counter {
 		{"retransmits", t.Retransmits},
 		{"early_retries", t.EarlyRetries},
 		{"resp_superseded", t.RespSuperseded},
+		{"read_resp_kept", t.ReadRespKept},
+		{"read_repairs", t.ReadRepairs},
 		{"np_ecn_marked_roce_packets", t.NpECNMarkedRocePackets},
 		{"np_cnp_sent", t.NpCNPSent},
 		{"rp_cnp_handled", t.RpCNPHandled},

@@ -13,11 +13,12 @@ import (
 // loss on both directions of a 10 Gb/s link, perftest's shape (64 KiB
 // messages, path MTU 1024, 128 outstanding, timeout 14, retry_cnt 7), with
 // the default recovery (rxe's timers and NAKs, except that a gap in a
-// READ's responses is asked for again at once) and with fast_recovery, three
-// seeds each: fast_recovery must not be below (at 0.1% the two are equal to
-// within the few frames a different placement of the losses makes) and must
-// be well above where stalls dominate. The table is in the README
-// (go test ./sim -run TestLossRecoveryCurve -v).
+// READ's responses is repaired at once: qp/read_repair.go) and with
+// fast_recovery, three seeds each: fast_recovery must not be below (at 0.1%
+// the two are equal to within the few frames a different placement of the
+// losses makes), and for WRITE, where the default waits out its timer
+// whenever a NAK or a resend is lost, well above. The table is in the
+// README (go test ./sim -run TestLossRecoveryCurve -v).
 func TestLossRecoveryCurve(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of simulation")
@@ -29,13 +30,18 @@ func TestLossRecoveryCurve(t *testing.T) {
 		for _, tc := range []struct {
 			loss  string
 			count int
-			gain  float64 // fast_recovery's goodput at least this times the default's
+			gain  float64 // WRITE: fast_recovery's goodput at least this times the default's
 		}{
 			{"0.1%", 2000, 0.99}, // a loss every ~8 messages: equal, within noise
 			{"1%", 1000, 4},
 			{"5%", 200, 4},
 			{"10%", 60, 4},
 		} {
+			if verb == "READ" {
+				// The default repairs a READ's holes without a stall
+				// too; fast_recovery adds early retries of a lost repair.
+				tc.gain = min(tc.gain, 0.99)
+			}
 			var gbps [2]float64
 			for i, fast := range []bool{false, true} {
 				for seed := uint64(1); seed <= seeds; seed++ {
