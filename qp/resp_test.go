@@ -561,4 +561,20 @@ func TestRespGoBackNSupersedesQueuedReads(t *testing.T) {
 		assert.Equal(t, []uint32{4, 5, 6, 7, 8, 3, 4, 5}, psns(r.drain()), "in order, the copy's replay last")
 		assert.Zero(t, r.q.counters.RespSuperseded)
 	})
+	t.Run("repair", func(t *testing.T) {
+		// A READ for the first READ's second packet alone (read_repair.go):
+		// the requester kept what came after it, so nothing is
+		// superseded and the hole goes out first, as a LAST.
+		r := newRespRig(t, RC)
+		for i := range uint32(3) {
+			read(r, i, 0)
+		}
+		assert.Equal(t, []uint32{0, 1, 2, 3}, psns(send(r, 4)))
+		r.recv(rspPkt(packet.RCReadRequest, rspPSN+1, nil, rspReth(rspRemoteVA+rspMTU, rspRemoteKey, rspMTU)))
+		out := r.drain()
+		assert.Equal(t, []uint32{1, 4, 5, 6, 7, 8}, psns(out))
+		assert.Equal(t, packet.RCReadResponseLast, out[0].BTH.Opcode)
+		assert.Equal(t, packet.RCReadResponseMid, out[1].BTH.Opcode, "the second READ goes on where it was")
+		assert.Zero(t, r.q.counters.RespSuperseded)
+	})
 }
