@@ -350,16 +350,8 @@ func TestMaxRdAtomicWindow(t *testing.T) {
 // out, reaches the requester before the repair's answer and sends the
 // repair again (read_repair.go: a lost repair is noticed that way).
 func TestReadRepairAsksForTheHoleOnly(t *testing.T) {
-	h := pair(t, qp.RC, defaultLink())
-	h.Drop(All(FromB(), Op(packet.RCReadResponseMid)), 1)
-	fill(h.B.remote, 16)
 	const n = 5 * 1024
-	h.A.postSend(t, readWR(1, 0x1000, 0x800, n))
-	h.MustRun(h.sendsDone(h.A, 1))
-	h.MustRun(nil)
-	requireWCs(t, h.A.sendWCs, []uint64{1}, qp.WCSuccess)
-	require.Equal(t, h.B.remote[0x800:0x800+n], h.A.local[0x1000:0x1000+n])
-	reqs := h.Select(FromA(), Op(packet.RCReadRequest))
+	h, reqs := readLosing(t, packet.RCReadResponseMid, n)
 	require.Len(t, reqs, 3, "%s", h.Dump(20))
 	base := defaultLink().APSN
 	require.Equal(t, base, reqs[0].PSN())
@@ -382,21 +374,28 @@ func TestReadRepairAsksForTheHoleOnly(t *testing.T) {
 	require.Zero(t, h.B.qp.Counters().RespSuperseded)
 }
 
-// TestReadResumedMidMessage drops the LAST read response, a hole that runs
-// to the end of the READ: the retry READ REQUEST (after the timeout) asks
-// for the remaining bytes only (PSN, VA and length moved on by four MTUs)
-// and the data arrive right.
-func TestReadResumedMidMessage(t *testing.T) {
+// readLosing runs one READ of n bytes whose first response with opcode op
+// is lost, checks that it completes with the right data, and returns the
+// harness and the READ requests sent.
+func readLosing(t *testing.T, op packet.Opcode, n uint32) (*Harness, []*Frame) {
 	h := pair(t, qp.RC, defaultLink())
-	h.Drop(All(FromB(), Op(packet.RCReadResponseLast)), 1)
+	h.Drop(All(FromB(), Op(op)), 1)
 	fill(h.B.remote, 16)
-	const n = 5*1024 - 100
 	h.A.postSend(t, readWR(1, 0x1000, 0x800, n))
 	h.MustRun(h.sendsDone(h.A, 1))
 	h.MustRun(nil)
 	requireWCs(t, h.A.sendWCs, []uint64{1}, qp.WCSuccess)
 	require.Equal(t, h.B.remote[0x800:0x800+n], h.A.local[0x1000:0x1000+n])
-	reqs := h.Select(FromA(), Op(packet.RCReadRequest))
+	return h, h.Select(FromA(), Op(packet.RCReadRequest))
+}
+
+// TestReadResumedMidMessage drops the LAST read response, a hole that runs
+// to the end of the READ: the retry READ REQUEST (after the timeout) asks
+// for the remaining bytes only (PSN, VA and length moved on by four MTUs)
+// and the data arrive right.
+func TestReadResumedMidMessage(t *testing.T) {
+	const n = 5*1024 - 100
+	h, reqs := readLosing(t, packet.RCReadResponseLast, n)
 	require.Len(t, reqs, 2, "%s", h.Dump(20))
 	base := defaultLink().APSN
 	require.Equal(t, psnAdd(base, 4), reqs[1].PSN(), "resumed at the lost PSN")
