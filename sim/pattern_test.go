@@ -30,7 +30,7 @@ func refPattern(n int, id, seq uint32) []byte {
 func TestFillPatternMatchesDefinition(t *testing.T) {
 	ids := []struct{ id, seq uint32 }{{0, 0}, {1, 2}, {499, 0xFFFFFFFF}, {0xFFFFFFFF, 7}}
 	for _, c := range ids {
-		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 1024, 2051, 4096 + 3} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 1024, 2051, 2055, 2056, 2057, 4096 + 3, 4104, 3*2048 + 8, 1<<20 + 5} {
 			want := refPattern(n, c.id, c.seq)
 			got := make([]byte, n)
 			fillPattern(got, c.id, c.seq)
@@ -41,7 +41,7 @@ func TestFillPatternMatchesDefinition(t *testing.T) {
 }
 
 func TestCheckPatternCatchesEveryByte(t *testing.T) {
-	for _, n := range []int{1, 5, 8, 13, 64, 300} {
+	for _, n := range []int{1, 5, 8, 13, 64, 300, 2057, 5000} {
 		b := make([]byte, n)
 		fillPattern(b, 3, 9)
 		for i := range b {

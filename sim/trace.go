@@ -86,8 +86,8 @@ func (r *recorder) network(ev *netsim.TraceEvent) {
 	b = append(b, ev.Pipe.Name()...)
 	b = append(b, " len="...)
 	b = strconv.AppendInt(b, int64(len(ev.Frame)), 10)
-	b = append(b, " crc="...)
-	b = strconv.AppendUint(b, uint64(ev.CRC()), 16)
+	b = append(b, " sum="...)
+	b = strconv.AppendUint(b, uint64(ev.Sum()), 16)
 	var fr packet.Frame // a local: see icrcOK
 	if packet.ParseFrameUnverified(ev.Frame, &fr) == nil && len(fr.Transport) >= packet.BTHLen {
 		bth := packet.BTH(fr.Transport)

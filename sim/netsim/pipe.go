@@ -240,7 +240,7 @@ func sumFlag(ok bool) uint8 {
 	return 0
 }
 
-// send is Send of a frame whose CRC-32 is sum, if sumOK. If owned is a
+// send is Send of a frame whose Sum is sum, if sumOK. If owned is a
 // buffer index (not -1), frame is that pool buffer, and the pipe may keep
 // it instead of copying frame: send reports whether it did. in is the port
 // the frame came in by at the switch that sends it (-1: a host's frame),

@@ -167,7 +167,7 @@ func (s *Switch) Receive(in int, frame []byte) {
 	s.send(s.outs[out], frame, int32(in))
 }
 
-// send forwards frame on p, passing on its CRC-32 if the trace of its
+// send forwards frame on p, passing on its Sum if the trace of its
 // delivery here computed it. A frame forwarded after the switch's latency
 // keeps the buffer it arrived in, if the network lets the switch take it
 // (once: a flooded frame is copied for the other ports).
