@@ -49,10 +49,11 @@ import (
 // repair sent when nothing more can come goes out twice at once. Only
 // when both are lost does the timer decide.
 //
-// Kept responses are bounded by readKeepWindow PSNs past the completer's
-// PSN; the requester never runs more than maxUnackedPSNs ahead of it, so
-// with READs of up to that many packets the window holds everything that
-// can be in flight.
+// Kept responses are bounded by readKeepWindow PSNs past the first one's
+// hole; the requester never runs more than maxUnackedPSNs ahead of the
+// completer, so with READs of up to that many packets the window holds
+// everything that can be in flight. Past it a response is dropped and
+// makes a later hole.
 
 // readKeepWindow is how many PSNs, from the first one kept, responses may be
 // kept for.
@@ -72,6 +73,9 @@ type readKept struct {
 	// says it was sent a second time.
 	repairMax uint32
 	resent    bool
+	// overflow: a response past the window was dropped, so once the kept
+	// ones are taken the READ has a hole where they were.
+	overflow bool
 }
 
 // has reports whether the response at psn is kept.
@@ -193,8 +197,19 @@ func (q *QP) readKeep(now Time, pkt *packet.Packet) bool {
 	}
 	psn := pkt.BTH.PSN
 	k := &q.comp.kept
-	if psnDiff(psn, q.comp.psn) <= 0 || (k.n > 0 && psnDiff(psn, k.base) >= readKeepWindow) ||
-		psnDiff(psn, q.comp.psn) >= readKeepWindow {
+	if psnDiff(psn, q.comp.psn) <= 0 {
+		return false
+	}
+	if k.n > 0 && psnDiff(psn, k.base) >= readKeepWindow {
+		// Past the window while a hole is being repaired (a READ longer
+		// than the window): dropped, it is a later hole to repair, and
+		// going back N now would throw away what was kept.
+		q.counters.DropStale++
+		k.overflow = true
+		q.readRepairLost(psn)
+		return true
+	}
+	if psnDiff(psn, q.comp.psn) >= readKeepWindow {
 		return false
 	}
 	var w *sendWQE
@@ -234,14 +249,22 @@ func (q *QP) readKeep(now Time, pkt *packet.Packet) bool {
 	if q.cfg.FastRecovery {
 		q.lossHeardAt(now) // arms the early retry, which asks again
 	}
-	if k.outstanding(q.comp.psn) && !k.resent && !q.req.repair.pending && psnDiff(psn, k.repairMax) >= -1 {
-		// Answered no later than this response, had it arrived.
-		k.resent = true
-		q.readRepair(true)
-		return true
+	if !q.readRepairLost(psn) {
+		q.readRepair(false)
 	}
-	q.readRepair(false)
 	return true
+}
+
+// readRepairLost sends the outstanding repair again, once, when a response
+// at psn shows that its answer should have come already: psn is the last
+// one requested before the repair went out, or later.
+func (q *QP) readRepairLost(psn uint32) bool {
+	k := &q.comp.kept
+	if !k.outstanding(q.comp.psn) || k.resent || q.req.repair.pending || psnDiff(psn, k.repairMax) < -1 {
+		return false
+	}
+	k.resent = true
+	return q.readRepair(true)
 }
 
 // readRepair asks for the hole at the completer's PSN, unless a repair for
@@ -300,6 +323,15 @@ func (q *QP) readTakeKept(now Time) {
 			q.completeWQE(w)
 		}
 		q.compProgress(now)
+	}
+	if k.n == 0 && k.overflow && q.attr.State != Err {
+		// What was dropped past the window is missing now: ask again
+		// from here rather than wait for the timer.
+		k.overflow = false
+		if w := q.headRead(); w != nil {
+			q.compRetry(w, false)
+		}
+		return
 	}
 	if k.n == 0 || q.attr.State == Err || k.outstanding(q.comp.psn) {
 		return
