@@ -224,7 +224,71 @@ func (p perfSpec) hostCase() hostCase {
 	case p.netem >= 10 && p.fault == 0:
 		hc.retxRole = "client"
 	}
+	if verb == "read" && p.netem >= 10 && p.fault == 0 {
+		// netem drops kernel rxe's READ responses: softroce as the client
+		// repairs the holes inside a READ, and kernel rxe must answer.
+		hc.decoded = requireReadRepairsAnswered
+	}
 	return hc
+}
+
+// readReqRE and readRespRE are `softroce decode` lines of a READ request
+// (source, PSN, VA, length) and of a READ response (PSN).
+var (
+	readReqRE  = regexp.MustCompile(`(?m)^(\d+) \S+ (\S+):\d+ -> \S+ RC_RDMA_READ_REQUEST .*?\bpsn=(\d+) .*?\bva=0x([0-9a-f]+) .*?\bdlen=(\d+) `)
+	readRespRE = regexp.MustCompile(`(?m)^(\d+) \S+ \S+ -> \S+ RC_RDMA_READ_RESPONSE_(\w+) .*?\bpsn=(\d+) `)
+)
+
+// requireReadRepairsAnswered checks a READ capture for repairs
+// (qp/read_repair.go): READ requests for a range strictly inside the first
+// READ's, after each of which a response at the repair's PSN must come.
+// Where softroce was the requester (the client role), 10% loss on the
+// responses leaves some hole inside a READ for any but a vanishingly
+// unlikely run, so there must be repairs, and kernel rxe must have answered
+// one as a subset: a LAST or ONLY at a PSN before the READ's end, which no
+// answer to a whole READ or a go-back-N has.
+func requireReadRepairsAnswered(t *testing.T, decoded string) {
+	t.Helper()
+	reqs := readReqRE.FindAllStringSubmatch(decoded, -1)
+	require.NotEmpty(t, reqs, "no READ request in the capture")
+	requester := reqs[0][2]
+	va0, err := strconv.ParseUint(reqs[0][4], 16, 64)
+	require.NoError(t, err)
+	size, err := strconv.ParseUint(reqs[0][5], 10, 64)
+	require.NoError(t, err)
+	type resp struct {
+		frame int
+		op    string
+	}
+	answered := map[string][]resp{} // PSN -> responses
+	for _, m := range readRespRE.FindAllStringSubmatch(decoded, -1) {
+		n, _ := strconv.Atoi(m[1])
+		answered[m[3]] = append(answered[m[3]], resp{n, m[2]})
+	}
+	repairs, subsets := 0, 0
+	for _, m := range reqs {
+		va, _ := strconv.ParseUint(m[4], 16, 64)
+		n, _ := strconv.ParseUint(m[5], 10, 64)
+		if va < va0 || va+n >= va0+size {
+			continue // an original READ or a go-back-N to its end
+		}
+		repairs++
+		frame, _ := strconv.Atoi(m[1])
+		found, subset := false, false
+		for _, r := range answered[m[3]] {
+			found = found || r.frame > frame
+			subset = subset || r.frame > frame && (r.op == "LAST" || r.op == "ONLY")
+		}
+		require.True(t, found, "frame %s: repair READ at PSN %s (%d bytes at +%d) was never answered", m[1], m[3], n, va-va0)
+		if subset {
+			subsets++
+		}
+	}
+	if requester != "10.77.1.2" && requester != "10.77.1.3" {
+		require.Positive(t, repairs, "softroce sent no repair READ at 10%% loss")
+		require.Positive(t, subsets, "kernel rxe answered no repair as a subset")
+	}
+	t.Logf("READ repairs in the capture: %d, all answered, %d with a subset's LAST or ONLY", repairs, subsets)
 }
 
 // sweepSizes are the message sizes of the MTU-boundary sweep: below, at and
