@@ -56,4 +56,10 @@
 //
 // Library location and build: FindLib finds (and in a source checkout
 // builds) the library for `softroce run`.
+//
+// The daemon's priority (priority.go): the daemon does the work the kernel
+// does for rxe in softirq context, ahead of user threads, so `softroce
+// daemon` raises every thread of itself to DefaultNice with SetNice where
+// it may; programs that spin on their CQs then do not keep it waiting for
+// a time slice.
 package dropin

@@ -25,6 +25,7 @@ func newDaemonCmd() *cobra.Command {
 		socket string
 		name   string
 		idle   time.Duration
+		nice   int
 	)
 	cmd := &cobra.Command{
 		Use:   "daemon",
@@ -45,7 +46,14 @@ stderr, rate-limited.
 The socket is --socket, else $SOFTROCE_SOCKET, else $XDG_RUNTIME_DIR/softroce.sock,
 else /tmp/softroce-UID/softroce.sock: the rule the library follows too.
 That directory is made private to the user (mode 0700); if another user
-created it first, the daemon names them and refuses to serve there.`,
+created it first, the daemon names them and refuses to serve there.
+
+The daemon does a NIC's work, which the kernel does ahead of user threads:
+it raises its own scheduling priority to --nice (default -5) where it may
+(root, CAP_SYS_NICE or RLIMIT_NICE), so that programs spinning on their
+completion queues do not keep it waiting for a time slice; elsewhere it
+runs at the priority it was started with, and says so only when --nice was
+given.`,
 		Example: `  softroce daemon --link udp --addr 127.0.0.2
   LD_LIBRARY_PATH=$PWD/dropin/libibverbs ibv_devinfo -v`,
 		Args: cobra.NoArgs,
@@ -54,6 +62,7 @@ created it first, the daemon names them and refuses to serve there.`,
 	cmd.Flags().StringVar(&socket, "socket", "", "Unix socket to serve (default: see above)")
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit once no program has used the device for this long (0: run until interrupted)")
+	cmd.Flags().IntVar(&nice, "nice", dropin.DefaultNice, "scheduling priority (nice value, -20..19) the daemon raises itself to where it may")
 	var lim daemonLimits
 	cmd.Flags().Int64Var(&lim.progQueueMiB, "max-program-queue-mem", dropin.DefaultMaxConnQueueBytes>>20,
 		"MiB of queue memory (QPs, SRQs, CQs) one program may hold; beyond it creating one fails with ENOMEM")
@@ -67,6 +76,12 @@ created it first, the daemon names them and refuses to serve there.`,
 	cmd.Flags().Int64Var(&lim.mrMaps, "max-mr-maps", 0,
 		"memory mappings all programs' regions may take (0: the kernel's vm.max_map_count less 8192)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if nice < -20 || nice > 19 {
+			return exitError{exitTrouble, fmt.Errorf("--nice %d: a nice value runs from -20 to 19", nice)}
+		}
+		if err := dropin.SetNice(nice); err != nil && cmd.Flags().Changed("nice") {
+			fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: runs at its inherited priority: %v (raising it needs root, CAP_SYS_NICE or RLIMIT_NICE)\n", err)
+		}
 		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr(), lim)
 		if err != nil {
 			return exitError{exitTrouble, err}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/softroce/softroce/dropin"
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+// TestDaemonNice: the daemon raises every thread of itself to --nice
+// (default dropin.DefaultNice) where it may; where it may not (an ordinary user), it runs
+// on, silently unless --nice was given.
+func TestDaemonNice(t *testing.T) {
+	testenv.Root(t)
+	testenv.Tools(t, "apt-get install util-linux", "setpriv")
+	bin := softroceBin(t)
+	dir := t.TempDir()
+
+	d := exec.Command(bin, "daemon", "--socket", filepath.Join(dir, "a.sock"))
+	require.NoError(t, d.Start())
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "a.sock")); return err == nil },
+		10*time.Second, 20*time.Millisecond, "the daemon never listened")
+	tasks, err := os.ReadDir("/proc/" + itoa(d.Process.Pid) + "/task")
+	require.NoError(t, err)
+	require.NotEmpty(t, tasks)
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + itoa(d.Process.Pid) + "/task/" + task.Name() + "/stat")
+		require.NoError(t, err)
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		require.Equal(t, strconv.Itoa(dropin.DefaultNice), f[16], "thread %s's nice value", task.Name())
+	}
+
+	out, err := exec.Command(bin, "daemon", "--nice", "30").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "--nice 30: a nice value runs from -20 to 19")
+
+	shared, err := os.MkdirTemp("", "softroce-nice") // a directory nobody can reach
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	require.NoError(t, os.Chmod(shared, 0o777))
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{{nil, false}, {[]string{"--nice", "-5"}, true}} {
+		args := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin, "daemon",
+			"--socket", filepath.Join(shared, "n.sock"), "--idle-exit", "300ms"}, tc.args...)
+		out, err := exec.Command("setpriv", args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, tc.warn, strings.Contains(string(out), "runs at its inherited priority"), "%v:\n%s", tc.args, out)
+	}
+}
