@@ -59,8 +59,7 @@
 //
 // The daemon's priority (priority.go): the daemon does the work the kernel
 // does for rxe in softirq context, ahead of user threads, so `softroce
-// daemon` (and `softroce run` for a device it serves itself, after
-// starting the program) raises every thread of itself to DefaultNice with
-// SetNice where it may; programs that spin on their CQs then do not keep
-// it waiting for a time slice.
+// daemon` raises every thread of itself to DefaultNice with SetNice where
+// it may; programs that spin on their CQs then do not keep it waiting for
+// a time slice.
 package dropin

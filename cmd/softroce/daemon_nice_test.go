@@ -16,10 +16,8 @@ import (
 )
 
 // TestDaemonNice: the daemon raises every thread of itself to --nice
-// (default dropin.DefaultNice) where it may; where it may not (an ordinary
-// user), it runs on, silently unless --nice was given. `run` does the same
-// for a device it serves itself, after starting the program, which keeps
-// its own priority.
+// (default dropin.DefaultNice) where it may; where it may not (an ordinary user), it runs
+// on, silently unless --nice was given.
 func TestDaemonNice(t *testing.T) {
 	testenv.Root(t)
 	testenv.Tools(t, "apt-get install util-linux", "setpriv")
@@ -41,17 +39,7 @@ func TestDaemonNice(t *testing.T) {
 		require.Equal(t, strconv.Itoa(dropin.DefaultNice), f[16], "thread %s's nice value", task.Name())
 	}
 
-	// `run` with a device of its own serves it from its own process: that
-	// process takes the priority once the program has started at its own.
-	lib := builtLib(t)
-	script := `sleep 0.5; awk '{print "program", $19}' /proc/self/stat; for t in /proc/$PPID/task/*; do awk '{print "device", $19}' $t/stat; done`
-	out, err := exec.Command(bin, "run", "--lib", lib, "--no-view", "--link", "mem", "--", "sh", "-c", script).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "program 0\n")
-	require.Contains(t, string(out), "device "+strconv.Itoa(dropin.DefaultNice)+"\n")
-	require.NotContains(t, string(out), "device 0\n", "every thread of run's process")
-
-	out, err = exec.Command(bin, "daemon", "--nice", "30").CombinedOutput()
+	out, err := exec.Command(bin, "daemon", "--nice", "30").CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "--nice 30: a nice value runs from -20 to 19")
 

@@ -118,9 +118,7 @@ It exits with PROGRAM's status.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: %v; this program gets a device of its own, which no other program reaches\n", err)
 			}
 		}
-		ownDevice := false
 		if !dropin.Answers(sock) {
-			ownDevice = true
 			dir, err := os.MkdirTemp("", "softroce-run-")
 			if err != nil {
 				return exitError{exitTrouble, err}
@@ -146,12 +144,6 @@ It exits with PROGRAM's status.`,
 		if err != nil && prog.SysProcAttr != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
 			prog, err = start(false)
-		}
-		if err == nil && ownDevice {
-			// The device served from this process gets the daemon's
-			// priority (dropin.DefaultNice) where it may, now that the
-			// program has started: it would inherit it at fork.
-			_ = dropin.SetNice(dropin.DefaultNice)
 		}
 		if err == nil {
 			err = prog.Wait()
