@@ -347,7 +347,7 @@ func (q *QP) compReadResponse(now Time, w *sendWQE, pkt *packet.Packet) {
 	psn := pkt.BTH.PSN
 	pos := info.Pos
 	mtu := q.mtu()
-	off := w.readBase + uint32(psnDiff(psn, w.firstPSN))*mtu
+	off := w.readOffset(psn, mtu)
 	n := uint32(len(pkt.Payload))
 	end := pos == packet.PosLast || pos == packet.PosOnly
 	if q.comp.kept.n > 0 && off == w.rcvd && q.readRespFits(w, psn, pos, n) {
@@ -377,16 +377,28 @@ func (q *QP) compReadResponse(now Time, w *sendWQE, pkt *packet.Packet) {
 		q.failWQE(w, WCLocProtErr)
 		return
 	}
+	q.readAdvance(now, w, n, end)
+	q.readTakeKept(now)
+}
+
+// readAdvance moves the completer past the READ response at its PSN, n
+// bytes of w, already scattered, completing w when end.
+func (q *QP) readAdvance(now Time, w *sendWQE, n uint32, end bool) {
 	w.rcvd += n
 	q.resetRetry()
-	q.comp.psn = psnAdd(psn, 1)
+	q.comp.psn = psnAdd(q.comp.psn, 1)
 	q.comp.midRead = !end
 	if end {
 		w.status = WCSuccess
 		q.completeWQE(w)
 	}
 	q.compProgress(now)
-	q.readTakeKept(now)
+}
+
+// readOffset is the byte offset in w's message of the READ response at psn
+// in w's current request.
+func (w *sendWQE) readOffset(psn, mtu uint32) uint32 {
+	return w.readBase + uint32(psnDiff(psn, w.firstPSN))*mtu
 }
 
 // compAtomicAck writes the original remote value an atomic ACK carries into

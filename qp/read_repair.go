@@ -170,7 +170,7 @@ func (q *QP) headRead() *sendWQE {
 // LAST).
 func (q *QP) readRespFits(w *sendWQE, psn uint32, pos packet.Position, n uint32) bool {
 	mtu := q.mtu()
-	off := w.readBase + uint32(psnDiff(psn, w.firstPSN))*mtu
+	off := w.readOffset(psn, mtu)
 	if start := pos == packet.PosFirst || pos == packet.PosOnly; start != (off == 0) {
 		return false
 	}
@@ -239,8 +239,7 @@ func (q *QP) readKeep(now Time, pkt *packet.Packet) bool {
 	if !q.readRespFits(w, psn, info.Pos, n) {
 		return false
 	}
-	off := w.readBase + uint32(psnDiff(psn, w.firstPSN))*q.mtu()
-	if q.scatterSend(w, off, pkt.Payload) {
+	if q.scatterSend(w, w.readOffset(psn, q.mtu()), pkt.Payload) {
 		return false // the in-order response fails the READ
 	}
 	k.add(psn, q.comp.psn)
@@ -287,7 +286,7 @@ func (q *QP) readRepair(again bool) bool {
 		return false
 	}
 	mtu := q.mtu()
-	off := w.readBase + uint32(psnDiff(q.comp.psn, w.firstPSN))*mtu
+	off := w.readOffset(q.comp.psn, mtu)
 	q.req.repair = readRepairReq{pending: true, psn: q.comp.psn, va: w.wr.RemoteAddr + uint64(off),
 		rkey: w.wr.RKey, length: uint32(psnDiff(next, q.comp.psn)) * mtu}
 	k.repairing, k.repairPSN, k.repairEnd = true, q.comp.psn, next
@@ -315,14 +314,7 @@ func (q *QP) readTakeKept(now Time) {
 		if end {
 			n = w.length - w.rcvd
 		}
-		w.rcvd += n
-		q.comp.psn = psnAdd(q.comp.psn, 1)
-		q.comp.midRead = !end
-		if end {
-			w.status = WCSuccess
-			q.completeWQE(w)
-		}
-		q.compProgress(now)
+		q.readAdvance(now, w, n, end)
 	}
 	if k.n == 0 && k.overflow && q.attr.State != Err {
 		// What was dropped past the window is missing now: ask again

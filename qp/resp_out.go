@@ -78,9 +78,14 @@ func (r *responder) pushAtomicAck(psn uint32, orig uint64) {
 // with MIDDLE/LAST.
 func (r *responder) pushRead(psn, reqPSN uint32, va uint64, rkey, length uint32, first bool) {
 	if o := r.push(); o != nil {
-		*o = respOut{kind: outRead, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn,
-			va: va, rkey: rkey, resid: length, first: first, reqPSN: reqPSN}
+		*o = r.readOut(psn, reqPSN, va, rkey, length, first)
 	}
+}
+
+// readOut is the queue entry for the responses to a READ (pushRead).
+func (r *responder) readOut(psn, reqPSN uint32, va uint64, rkey, length uint32, first bool) respOut {
+	return respOut{kind: outRead, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn,
+		va: va, rkey: rkey, resid: length, first: first, reqPSN: reqPSN}
 }
 
 // pushReadFront queues the responses to a repair READ (read_repair.go)
@@ -93,8 +98,7 @@ func (r *responder) pushReadFront(psn uint32, va uint64, rkey, length uint32, fi
 	}
 	r.outHead = (r.outHead + len(r.out) - 1) % len(r.out)
 	r.outN++
-	r.out[r.outHead] = respOut{kind: outRead, syn: packet.SyndromeACKUnlimited, psn: psn, msn: r.msn,
-		va: va, rkey: rkey, resid: length, first: first, reqPSN: psn}
+	r.out[r.outHead] = r.readOut(psn, psn, va, rkey, length, first)
 }
 
 // goneBack reports whether a duplicate READ at psn, covered by res, is the
