@@ -60,7 +60,7 @@ func (d *Device) WithCM(now qp.Time, fn func(m *cm.Manager, now cm.Time)) {
 
 // gsiReceive hands a MAD to the connection manager after the checks rxe
 // makes for QP 1. Called with mu held.
-func (d *Device) gsiReceive(now qp.Time, fr *packet.Frame, p *packet.Packet, src netip.Addr, ipIDUnknown bool) {
+func (d *Device) gsiReceive(now qp.Time, fr *packet.Frame, p *packet.Packet, src netip.Addr, icrc icrcMode) {
 	if p.BTH.Opcode != packet.UDSendOnly {
 		d.cnt.GSIDropped++
 		return
@@ -73,7 +73,7 @@ func (d *Device) gsiReceive(now qp.Time, fr *packet.Frame, p *packet.Packet, src
 		d.cnt.BadQKey++
 		return
 	}
-	if !d.icrcOK(fr, ipIDUnknown) {
+	if !d.icrcOK(fr, icrc) {
 		return
 	}
 	// QP 1's packets count in rcvd_pkts and sent_pkts, as rxe's do.

@@ -22,7 +22,7 @@ const (
 // kept past the call.
 func (d *Device) HandleFrame(now qp.Time, f link.Frame) {
 	d.mu.Lock()
-	d.handleLocked(now, f.Data, f.IPIDUnknown)
+	d.handleLocked(now, f.Data, icrcModeOf(&f))
 	d.mu.Unlock()
 	d.notify()
 }
@@ -38,13 +38,13 @@ func (d *Device) HandleFrames(now qp.Time, frames []link.Frame) {
 func (d *Device) handleFrames(now qp.Time, frames []link.Frame) {
 	d.mu.Lock()
 	for i := range frames {
-		d.handleLocked(now, frames[i].Data, frames[i].IPIDUnknown)
+		d.handleLocked(now, frames[i].Data, icrcModeOf(&frames[i]))
 	}
 	d.mu.Unlock()
 }
 
 // handleLocked is the receive path. Called with mu held; does not allocate.
-func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
+func (d *Device) handleLocked(now qp.Time, data []byte, icrc icrcMode) {
 	fr := &d.rxFrame
 	if err := packet.ParseFrame(data, fr); err != nil {
 		if errors.Is(err, packet.ErrNotIP) || errors.Is(err, packet.ErrNotUDP) || errors.Is(err, packet.ErrNotRoCE) {
@@ -70,7 +70,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
 		return
 	}
 	if p.BTH.Opcode.Transport() == packet.TransportCNP {
-		d.receiveCNP(now, fr, p, src, dst, ipIDUnknown)
+		d.receiveCNP(now, fr, p, src, dst, icrc)
 		return
 	}
 	qpn := p.BTH.DestQP
@@ -79,7 +79,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
 		d.cnt.Malformed++
 		return
 	case gsiQPN:
-		d.gsiReceive(now, fr, p, src, ipIDUnknown)
+		d.gsiReceive(now, fr, p, src, icrc)
 		return
 	case multicastQPN:
 		d.cnt.Multicast++
@@ -108,7 +108,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, ipIDUnknown bool) {
 		d.cnt.BadQKey++
 		return
 	}
-	if !d.icrcOK(fr, ipIDUnknown) {
+	if !d.icrcOK(fr, icrc) {
 		return
 	}
 	in.Src, in.Dst = src, dst
@@ -130,14 +130,36 @@ func frameAddrs(f *packet.Frame) (src, dst netip.Addr) {
 	return netip.AddrFrom16([16]byte(ip[8:24])).Unmap(), netip.AddrFrom16([16]byte(ip[24:40])).Unmap()
 }
 
-// icrcOK checks the ICRC and counts a failure. When the link could not see
+// icrcMode is how the receive path treats a frame's ICRC.
+type icrcMode uint8
+
+const (
+	icrcCheck     icrcMode = iota // check it
+	icrcIDUnknown                 // check it, solving for the IPv4 ID (link.Frame.IPIDUnknown)
+	icrcChecked                   // the link checked it (link.Frame.ICRCChecked)
+)
+
+func icrcModeOf(f *link.Frame) icrcMode {
+	switch {
+	case f.ICRCChecked:
+		return icrcChecked
+	case f.IPIDUnknown:
+		return icrcIDUnknown
+	}
+	return icrcCheck
+}
+
+// icrcOK checks the ICRC (unless the link did) and counts a failure. When the link could not see
 // the IPv4 identification and DF bit the sender used (a UDP socket), the
 // check solves for them (packet.RecoverIPv4ID): 15 of the 32 bits are then
 // verified, the packet is counted in ICRCIDUnknown, and the recovered bits
 // are put back into a copy of the IPv4 header (d.rxIPHdr), which is what a UD
 // receive shows in its GRH area.
-func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
-	if ipIDUnknown && fr.IsIPv4() {
+func (d *Device) icrcOK(fr *packet.Frame, icrc icrcMode) bool {
+	if icrc == icrcChecked {
+		return true
+	}
+	if icrc == icrcIDUnknown && fr.IsIPv4() {
 		id, df, ok := packet.RecoverIPv4ID(fr)
 		if !ok {
 			d.cnt.BadICRC++
@@ -164,7 +186,7 @@ func (d *Device) icrcOK(fr *packet.Frame, ipIDUnknown bool) bool {
 // those that reached a QP; the difference failed a check. (No other drop
 // counter sees a CNP, so each received frame is counted once.) Kernel rxe
 // drops every CNP; so does this device unless its reaction point is on.
-func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src, dst netip.Addr, ipIDUnknown bool) {
+func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src, dst netip.Addr, icrc icrcMode) {
 	d.cnt.CNP++
 	qpn := p.BTH.DestQP
 	if qpn <= gsiQPN || qpn == multicastQPN {
@@ -174,8 +196,8 @@ func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src
 	if x == nil || x.init.Type == qp.UD || src != x.remote || dst != x.local {
 		return
 	}
-	ok := fr.ICRCOK()
-	if !ok && ipIDUnknown && fr.IsIPv4() {
+	ok := icrc == icrcChecked || fr.ICRCOK()
+	if !ok && icrc == icrcIDUnknown && fr.IsIPv4() {
 		_, _, ok = packet.RecoverIPv4ID(fr)
 	}
 	if !ok {

@@ -141,6 +141,19 @@ func TestHandleFrameDrops(t *testing.T) {
 	assert.Equal(t, before.RcvdPkts+3, after.RcvdPkts)
 	assert.Equal(t, before.ICRCIDUnknown+2, after.ICRCIDUnknown)
 	assert.Equal(t, before.BadICRC, after.BadICRC)
+
+	// A link that checked the ICRC itself (the simulator, for a frame no
+	// fault touched) is believed: the device does not check it again. Its
+	// other checks still apply.
+	before = db.Counters()
+	f := frame(rcSend(func(p *packet.Packet) { p.BTH.PSN += 3 }))
+	f[len(f)-1] ^= 0xFF
+	db.HandleFrame(0, link.Frame{Data: f, ICRCChecked: true})
+	db.HandleFrame(0, link.Frame{Data: frame(rcSend(func(p *packet.Packet) { p.BTH.PKey = 0x1234 })), ICRCChecked: true})
+	after = db.Counters()
+	assert.Equal(t, before.RcvdPkts+1, after.RcvdPkts)
+	assert.Equal(t, before.BadICRC, after.BadICRC)
+	assert.Equal(t, before.BadPKey+1, after.BadPKey)
 	require.NoError(t, b.qp.PostRecv(&qp.RecvWR{}))
 
 	allocs := testing.AllocsPerRun(100, func() {

@@ -142,7 +142,7 @@ func (d *Device) emit(now qp.Time, sport uint16, f *link.Frame) emitResult {
 	if d.ownIP(a.Dst) {
 		d.loopBuf = packet.AppendFrame(d.loopBuf[:0], &d.txEth, a, &out.Pkt)
 		d.cnt.LoopbackPackets++
-		d.handleLocked(now, d.loopBuf, false)
+		d.handleLocked(now, d.loopBuf, icrcCheck)
 		return emitLoopback
 	}
 	f.Data = packet.AppendFrame(f.Data[:0], &d.txEth, a, &out.Pkt)

@@ -220,7 +220,7 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 		case 0:
 			return nil, fmt.Errorf("host %s is on no link", h.name)
 		case 1:
-			h.out = w.net.Out(h.id, 0)
+			h.out, h.net = w.net.Out(h.id, 0), w.net
 		default:
 			return nil, fmt.Errorf("host %s is on %d links; a host has one port", h.name, w.net.Ports(h.id))
 		}

@@ -9,8 +9,10 @@ import (
 // only from its event loop, with the loop's virtual time.
 type Device interface {
 	// HandleFrame processes a frame that arrived; frame is valid only
-	// during the call.
-	HandleFrame(now netsim.Time, frame []byte)
+	// during the call. intact says no fault touched it on the way
+	// (netsim.Network.Intact): its ICRC is the sender's, and the device may
+	// take it as checked, as a NIC's hardware check would have.
+	HandleFrame(now netsim.Time, frame []byte, intact bool)
 	// Output hands up to max frames the device wants sent to emit, one at a
 	// time (each valid only during its emit call), and returns how many and
 	// whether more output is waiting.
@@ -35,6 +37,7 @@ type host struct {
 	id    netsim.NodeID
 	addr  netsim.Addr
 	loop  *netsim.Loop
+	net   *netsim.Network
 	dev   Device
 	out   *netsim.Pipe
 
@@ -95,16 +98,23 @@ func newHost(index int, name string, loop *netsim.Loop, dev Device) *host {
 }
 
 // Receive hands an arriving frame to the device.
+//
+// A frame some fault corrupted on the way is checked here as well as by the
+// device: if its ICRC is wrong, the device must not accept it. An intact
+// frame needs neither check; its ICRC was computed by the sender over the
+// bytes that arrive (a test of the sender's ICRC against kernel rxe's and
+// tshark's is in packet/ and interop/).
 func (h *host) Receive(_ int, frame []byte) {
 	h.frames++
-	if h.accepted != nil && !icrcOK(frame) {
+	intact := h.net.Intact()
+	if h.accepted != nil && !intact && !icrcOK(frame) {
 		before := h.accepted()
-		h.dev.HandleFrame(h.loop.Now(), frame)
+		h.dev.HandleFrame(h.loop.Now(), frame, false)
 		if h.accepted() != before && h.onAccept != nil {
 			h.onAccept(frame)
 		}
 	} else {
-		h.dev.HandleFrame(h.loop.Now(), frame)
+		h.dev.HandleFrame(h.loop.Now(), frame, intact)
 	}
 	h.kick()
 }

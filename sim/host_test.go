@@ -46,7 +46,7 @@ func (d *echoDev) frame(dstMAC [6]byte, seq uint32, reply bool) []byte {
 	return f
 }
 
-func (d *echoDev) HandleFrame(_ netsim.Time, f []byte) {
+func (d *echoDev) HandleFrame(_ netsim.Time, f []byte, _ bool) {
 	if f[64] == 1 {
 		d.replies = append(d.replies, binary.BigEndian.Uint32(f[60:]))
 		return

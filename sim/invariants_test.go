@@ -131,10 +131,10 @@ func (f *forger) Output(now netsim.Time, maxN int, emit func([]byte)) (int, bool
 // the ICRC of each frame before its real device sees it.
 type icrcIgnorer struct{ Device }
 
-func (d *icrcIgnorer) HandleFrame(now netsim.Time, frame []byte) {
+func (d *icrcIgnorer) HandleFrame(now netsim.Time, frame []byte, intact bool) {
 	var fr packet.Frame
 	if packet.ParseFrame(frame, &fr) == nil && !fr.ICRCOK() {
 		packet.SetICRC(fr.IPUDP(), fr.Transport)
 	}
-	d.Device.HandleFrame(now, frame)
+	d.Device.HandleFrame(now, frame, intact)
 }

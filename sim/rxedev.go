@@ -28,8 +28,8 @@ func newRxeDevice(h hostInfo, seed uint64, fastRecovery bool) (*rxeDevice, error
 	return &rxeDevice{d: d, frames: make([]link.Frame, outputBurst)}, nil
 }
 
-func (r *rxeDevice) HandleFrame(now netsim.Time, frame []byte) {
-	r.d.HandleFrame(qp.Time(now), link.Frame{Data: frame})
+func (r *rxeDevice) HandleFrame(now netsim.Time, frame []byte, intact bool) {
+	r.d.HandleFrame(qp.Time(now), link.Frame{Data: frame, ICRCChecked: intact})
 }
 
 func (r *rxeDevice) Output(now netsim.Time, maxN int, emit func([]byte)) (int, bool) {

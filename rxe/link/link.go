@@ -15,6 +15,11 @@ type Frame struct {
 	// those bytes treated as unknown (packet.CheckICRCUnknownIPID; the
 	// story is in packet/ipid.go).
 	IPIDUnknown bool
+	// ICRCChecked is set by a link that has checked the ICRC itself, as a
+	// NIC does in hardware: the simulator, for frames no fault touched on
+	// the way (their ICRC is the sender's, over the same bytes). The
+	// device then skips its own check.
+	ICRCChecked bool
 }
 
 // Link moves Ethernet frames. Links that are not Ethernet underneath (a UDP

@@ -93,10 +93,10 @@ type Network struct {
 	// class (see getBuf).
 	bufs     [][]byte
 	freeBufs [][]int32
-	// rxSum is the Sum of the frame being delivered to a node, when the
-	// trace computed it (rxSumOK), for a switch to pass along with it.
-	rxSum   uint32
-	rxSumOK bool
+	// rx is what the network knows of the frame being delivered to a node,
+	// for a switch to pass along with it; rxIn says a delivery is going on.
+	rx   carried
+	rxIn bool
 	// rxBuf is the buffer of the frame being delivered to a node, which the
 	// node may take over (takeRx) while rxOwned.
 	rxBuf   int32
@@ -202,6 +202,40 @@ func (n *Network) trace(ev TraceEvent) (uint32, bool) {
 	return sum, ok
 }
 
+// carried is what the network knows of a frame and carries with it from hop
+// to hop: its Sum, once computed, and whether a fault flipped bits in it on
+// some hop.
+type carried struct {
+	sum     uint32
+	sumOK   bool
+	flipped bool
+}
+
+// flags returns c as pending flags.
+func (c carried) flags() uint8 {
+	var f uint8
+	if c.sumOK {
+		f |= pendSum
+	}
+	if c.flipped {
+		f |= pendFlipped
+	}
+	return f
+}
+
+// carried returns what pd carries of its frame.
+func (pd *pending) carried() carried {
+	return carried{sum: pd.sum, sumOK: pd.flags&pendSum != 0, flipped: pd.flags&pendFlipped != 0}
+}
+
+// Intact reports, during a node's Receive, whether the frame arrived as its
+// sender sent it: no fault flipped its bits on any hop. Switches change only
+// what the ICRC leaves out (an ECN mark in the traffic class, the IPv4
+// checksum), so a receiver may take an intact frame's ICRC as checked, the
+// way a NIC checks it in hardware before the host sees the frame; only
+// frames that were not intact need the check in software.
+func (n *Network) Intact() bool { return n.rxIn && !n.rx.flipped }
+
 // pending is a frame held until an event: a copy in flight to the far end of
 // a pipe, or a frame a switch forwards after its latency. It names its pipe
 // and buffer by index, so that the slots hold no pointers for the GC to
@@ -222,6 +256,7 @@ const (
 	pendReordered                   // given the fault model's reorder delay
 	pendCorrupt                     // bits flipped on this pipe
 	pendSum                         // sum holds the frame's Sum
+	pendFlipped                     // bits flipped on this pipe or an earlier hop
 )
 
 // pendingFrames keeps the network's pending frames in slots reused through
@@ -257,7 +292,7 @@ func (pf *pendingFrames) Fire(i uint64) {
 	p := n.pipes[pd.pipe]
 	buf := n.bufs[pd.buf][:pd.n]
 	if pd.flags&pendForward != 0 {
-		if !p.send(buf, pd.buf, pd.sum, pd.flags&pendSum != 0, pd.in) {
+		if !p.send(buf, pd.buf, pd.carried(), pd.in) {
 			n.putBuf(pd.buf)
 		}
 		return

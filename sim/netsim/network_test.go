@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/packet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -253,4 +254,60 @@ func TestSwitchForwarding(t *testing.T) {
 	assert.Equal(t, 3*Time(124*8)+3*Microsecond+100, recs[1].times[0])
 	tot := n.Totals()
 	assert.Equal(t, tot.Sent, tot.Delivered)
+}
+
+// intactRecorder records, for each frame that arrives, whether the network
+// called it intact.
+type intactRecorder struct {
+	net    *Network
+	intact []bool
+	data   [][]byte
+}
+
+func (r *intactRecorder) Receive(_ int, frame []byte) {
+	r.intact = append(r.intact, r.net.Intact())
+	r.data = append(r.data, append([]byte(nil), frame...))
+}
+
+// TestIntact: a frame is intact at its receiver exactly when the bytes the
+// ICRC covers are the sender's, whatever hop corrupted it; an ECN mark on a
+// later hop (outside the ICRC) leaves it intact.
+func TestIntact(t *testing.T) {
+	l := NewLoop()
+	n := NewNetwork(l)
+	rb := &intactRecorder{net: n}
+	a := n.AddNode("a", &recorder{loop: l})
+	b := n.AddNode("b", rb)
+	s1 := n.AddSwitch("s1", 0)   // forwards the buffer it got
+	s2 := n.AddSwitch("s2", 100) // forwards after a latency
+	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
+	as1, _ := n.Connect(a, s1.ID(), cfg, cfg)
+	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
+	slow := PipeConfig{Bandwidth: 1e8, Delay: Microsecond} // a queue for RED to mark in
+	_, s2b := n.Connect(b, s2.ID(), slow, slow)
+	require.NoError(t, n.Route(map[NodeID][]Addr{a: {{MAC: macA, IP: ipA}}, b: {{MAC: macB, IP: ipB}}}))
+	s, err := fault.Parse("corrupt=30%,bits=2")
+	require.NoError(t, err)
+	as1.SetFaults(fault.New(s, 1))
+	require.NoError(t, s2b.SetECN(RED{Kmin: 0, Kmax: 1, Pmax: 1}, fault.Stream(1, "red")))
+	const frames = 200
+	sent := make([][]byte, frames)
+	for i := range sent {
+		sent[i] = ectFrame(300, uint32(i), packet.ECNECT0)
+		as1.Send(sent[i])
+	}
+	l.RunUntil(Never)
+	require.Len(t, rb.data, frames)
+	intact := 0
+	for k, f := range rb.data { // in order: nothing reorders them
+		if rb.intact[k] {
+			intact++
+		}
+		same := string(f[42:]) == string(sent[k][42:]) // the UDP payload
+		assert.Equal(t, same, rb.intact[k], "frame %d", k)
+	}
+	assert.Greater(t, intact, frames/2)
+	assert.Less(t, intact, frames)
+	assert.NotZero(t, s2b.Counters().ECNMarked)
+	assert.False(t, n.Intact(), "outside a delivery")
 }

@@ -136,13 +136,12 @@ func (f *fifo) clear() { f.w, f.head = f.w[:0], 0 }
 
 // waiting is a frame in a PFC port's queue.
 type waiting struct {
-	buf   int32
-	n     int32
-	sum   uint32
-	sumOK bool
-	mark  bool  // RED marked it as it joined
-	prio  int8  // its queue
-	in    int32 // the port it came in by at the sending switch, -1: none (not counted towards XOFF)
+	buf  int32
+	n    int32
+	c    carried
+	mark bool  // RED marked it as it joined
+	prio int8  // its queue
+	in   int32 // the port it came in by at the sending switch, -1: none (not counted towards XOFF)
 }
 
 // SetPFC turns PFC on at the switch: every port of it, and every port that
@@ -319,11 +318,11 @@ func (p *Pipe) sendControl(frame []byte) {
 // enqueueLossless puts a frame in its priority's queue of a PFC port
 // (after the sending switch's admission, for a lossless priority) and
 // starts the serializer if it is idle.
-func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
+func (p *Pipe) enqueueLossless(frame []byte, owned int32, c carried, in int32) bool {
 	n := len(frame)
 	drop := func() bool {
 		p.counters.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: c.sum, sumOK: c.sumOK})
 		return false
 	}
 	if p.lossless.stormUntil > p.net.loop.now {
@@ -348,7 +347,7 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, sum uint32, sumOK bool
 		i, buf = p.net.getBuf(n)
 		copy(buf, frame)
 	}
-	w := waiting{buf: i, n: int32(n), sum: sum, sumOK: sumOK, mark: p.redMarks(), prio: int8(prio), in: in}
+	w := waiting{buf: i, n: int32(n), c: c, mark: p.redMarks(), prio: int8(prio), in: in}
 	if !lossless {
 		w.in = -1 // not counted towards XOFF
 		l.lossyBytes += n
@@ -376,7 +375,7 @@ func (p *Pipe) serve() {
 		end := now + p.serialization(len(f))
 		l.serving, l.cur = true, waiting{buf: -1, in: -1}
 		p.busyUntil = end
-		p.launch(f, -1, 0, false, false, end)
+		p.launch(f, -1, carried{}, false, end)
 		p.net.loop.Call(end, p.net.serialID, uint64(p.index))
 		return
 	}
@@ -414,7 +413,7 @@ func (p *Pipe) start(w waiting, now Time) {
 	l.serving, l.cur = true, w
 	p.busyUntil = end
 	buf := p.net.bufs[w.buf][:w.n]
-	if !p.launch(buf, w.buf, w.sum, w.sumOK, w.mark, end) {
+	if !p.launch(buf, w.buf, w.c, w.mark, end) {
 		p.net.putBuf(w.buf)
 	}
 	p.net.loop.Call(end, p.net.serialID, uint64(p.index))
@@ -527,7 +526,7 @@ func (p *Pipe) watchdog(now Time, prio int) {
 			p.dequeued(w)
 			sw.pfc.counters.DropWatchdog++
 			p.counters.DropQueue++
-			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.sum, sumOK: w.sumOK})
+			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.c.sum, sumOK: w.c.sumOK})
 			p.net.putBuf(w.buf)
 		}
 		q.clear()

@@ -230,35 +230,27 @@ func (p *Pipe) serialization(n int) Time {
 
 // Send offers a frame to the pipe at the current time. The pipe copies it;
 // the caller keeps its buffer.
-func (p *Pipe) Send(frame []byte) { p.send(frame, -1, 0, false, -1) }
+func (p *Pipe) Send(frame []byte) { p.send(frame, -1, carried{}, -1) }
 
-// sumFlag is pendSum if ok.
-func sumFlag(ok bool) uint8 {
-	if ok {
-		return pendSum
-	}
-	return 0
-}
-
-// send is Send of a frame whose Sum is sum, if sumOK. If owned is a
+// send is Send of a frame of which the network knows c. If owned is a
 // buffer index (not -1), frame is that pool buffer, and the pipe may keep
 // it instead of copying frame: send reports whether it did. in is the port
 // the frame came in by at the switch that sends it (-1: a host's frame),
 // for the switch's PFC accounting.
-func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool, in int32) bool {
+func (p *Pipe) send(frame []byte, owned int32, c carried, in int32) bool {
 	now := p.net.loop.now
-	c := &p.counters
-	c.Sent++
-	c.SentBytes += uint64(len(frame))
+	pc := &p.counters
+	pc.Sent++
+	pc.SentBytes += uint64(len(frame))
 	if p.lossless != nil {
-		return p.enqueueLossless(frame, owned, sum, sumOK, in)
+		return p.enqueueLossless(frame, owned, c, in)
 	}
 	p.expire(now)
 	n := len(frame)
 	if (p.cfg.QueueBytes > 0 && p.queueBytes+n > p.cfg.QueueBytes) ||
 		(p.cfg.QueueFrames > 0 && len(p.q)-p.qhead >= p.cfg.QueueFrames) {
-		c.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: sum, sumOK: sumOK})
+		pc.DropQueue++
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: c.sum, sumOK: c.sumOK})
 		return false
 	}
 	mark := p.redMarks()
@@ -267,20 +259,20 @@ func (p *Pipe) send(frame []byte, owned int32, sum uint32, sumOK bool, in int32)
 	p.busyUntil = end
 	p.q = append(p.q, queued{end: end, bytes: n})
 	p.queueBytes += n
-	c.MaxQueueBytes = max(c.MaxQueueBytes, p.queueBytes)
-	return p.launch(frame, owned, sum, sumOK, mark, end)
+	pc.MaxQueueBytes = max(pc.MaxQueueBytes, p.queueBytes)
+	return p.launch(frame, owned, c, mark, end)
 }
 
 // launch puts a frame whose serialization ends at end on the wire: the
 // partition, the fault model's decisions, RED's mark (decided when it
 // joined the queue), and its delivery a propagation delay later. It
 // reports whether it kept owned (see send).
-func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bool, end Time) bool {
+func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time) bool {
 	c := &p.counters
 	n := len(frame)
 	if p.partitioned {
 		c.DropPartition++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition, sum: sum, sumOK: sumOK})
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition, sum: fc.sum, sumOK: fc.sumOK})
 		return false
 	}
 	arrive := end + p.cfg.Delay
@@ -292,9 +284,9 @@ func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bo
 			copy(buf, frame)
 		}
 		if mark && p.markCE(buf) {
-			sumOK = false
+			fc.sumOK = false
 		}
-		p.deliverAt(arrive, pending{buf: i, n: int32(n), sum: sum, flags: sumFlag(sumOK)})
+		p.deliverAt(arrive, pending{buf: i, n: int32(n), sum: fc.sum, flags: fc.flags()})
 		return owned >= 0
 	}
 	lo, hi := corruptRange(frame)
@@ -307,7 +299,7 @@ func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bo
 		} else {
 			c.DropLoss++
 		}
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause, sum: sum, sumOK: sumOK})
+		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause, sum: fc.sum, sumOK: fc.sumOK})
 		return false
 	}
 	if len(d.Copies) > 1 {
@@ -315,7 +307,7 @@ func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bo
 	}
 	for k := range d.Copies {
 		cp := &d.Copies[k]
-		pd := pending{n: int32(n), sum: sum, flags: sumFlag(sumOK)}
+		pd := pending{n: int32(n), sum: fc.sum, flags: fc.flags()}
 		if k > 0 {
 			pd.flags |= pendDup
 		}
@@ -333,7 +325,7 @@ func (p *Pipe) launch(frame []byte, owned int32, sum uint32, sumOK bool, mark bo
 		if len(cp.FlipBits) > 0 {
 			flip(buf[lo:hi], cp.FlipBits)
 			if !bytes.Equal(buf[lo:hi], frame[lo:hi]) {
-				pd.flags = pd.flags&^pendSum | pendCorrupt
+				pd.flags = pd.flags&^pendSum | pendCorrupt | pendFlipped
 			}
 		}
 		p.deliverAt(arrive+Time(cp.Delay), pd)
@@ -367,19 +359,21 @@ func (p *Pipe) deliver(buf []byte, pd pending) {
 		c.Corrupted++
 	}
 	net := p.net
-	net.rxSum, net.rxSumOK = net.trace(ev)
+	net.rx.sum, net.rx.sumOK = net.trace(ev)
+	net.rx.flipped = pd.flags&pendFlipped != 0
 	if p.reverse != nil && p.reverse.lossless != nil {
 		// A PAUSE is the MAC's: it stops the port it arrives at, and no
 		// node sees it.
 		if enable, times, ok := packet.ParsePause(buf); ok {
 			c.PauseFrames++
 			p.reverse.pause(enable, times)
-			net.rxSumOK = false
+			net.rx = carried{}
 			return
 		}
 	}
+	net.rxIn = true
 	net.nodes[p.to].Receive(p.toPort, buf)
-	net.rxSumOK = false
+	net.rx, net.rxIn = carried{}, false
 }
 
 // flip inverts bits of b (positions as fault.Copy.FlipBits counts them).

@@ -138,7 +138,7 @@ func (s *Switch) Receive(in int, frame []byte) {
 			if i != in {
 				if s.latency == 0 {
 					// A copy each: a pipe may change its own (an ECN mark).
-					p.send(frame, -1, s.net.rxSum, s.net.rxSumOK, int32(in))
+					p.send(frame, -1, s.net.rx, int32(in))
 				} else {
 					s.send(p, frame, int32(in))
 				}
@@ -167,12 +167,13 @@ func (s *Switch) Receive(in int, frame []byte) {
 	s.send(s.outs[out], frame, int32(in))
 }
 
-// send forwards frame on p, passing on its Sum if the trace of its
-// delivery here computed it. A frame forwarded after the switch's latency
+// send forwards frame on p, passing on what the network knows of it (its
+// Sum, if the trace of its delivery here computed it; whether it was
+// corrupted on the way). A frame forwarded after the switch's latency
 // keeps the buffer it arrived in, if the network lets the switch take it
 // (once: a flooded frame is copied for the other ports).
 func (s *Switch) send(p *Pipe, frame []byte, in int32) {
-	sum, ok := s.net.rxSum, s.net.rxSumOK
+	c := s.net.rx
 	if s.latency == 0 {
 		// The frame is the buffer being delivered: the pipe may keep it
 		// instead of a copy (once; a flooded frame is copied for the
@@ -181,10 +182,10 @@ func (s *Switch) send(p *Pipe, frame []byte, in int32) {
 		if !took {
 			i = -1
 		}
-		if took && !p.send(frame, i, sum, ok, in) {
+		if took && !p.send(frame, i, c, in) {
 			s.net.rxBuf, s.net.rxOwned = i, true // not kept: the deliverer frees it
 		} else if !took {
-			p.send(frame, -1, sum, ok, in)
+			p.send(frame, -1, c, in)
 		}
 		return
 	}
@@ -195,7 +196,7 @@ func (s *Switch) send(p *Pipe, frame []byte, in int32) {
 		copy(buf, frame)
 	}
 	s.net.pend.at(s.net.loop.now+s.latency, pending{
-		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: sum, in: in, flags: pendForward | sumFlag(ok),
+		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: c.sum, in: in, flags: pendForward | c.flags(),
 	})
 }
 
