@@ -62,16 +62,17 @@ func (f *flow) post(now netsim.Time) error {
 			break // bulk bytes, unchecked, into the shared sink at 0
 		}
 		fillPattern(buf[:op.size], uint32(f.id), uint32(i))
-		op.off = uint64(f.rng.IntN(len(f.model) - op.size + 1))
-		copy(f.model[op.off:], buf[:op.size])
+		op.off = uint64(f.rng.IntN(f.model.len() - op.size + 1))
+		f.model.write(int(op.off), op.size, uint32(i))
 	case opRead:
 		// Poison the destination: the data must come from the responder.
 		poison(buf[:op.size])
-		op.off = uint64(f.rng.IntN(len(f.model) - op.size + 1))
-		op.expect = append([]byte(nil), f.model[op.off:op.off+uint64(op.size)]...)
+		op.off = uint64(f.rng.IntN(f.model.len() - op.size + 1))
+		op.expect = append([]byte(nil), f.model.bytes()[op.off:op.off+uint64(op.size)]...)
 	case opCAS, opFADD:
-		op.off = uint64(f.rng.IntN(len(f.model)/8)) * 8
-		cur := binary.LittleEndian.Uint64(f.model[op.off:])
+		model := f.model.bytes()
+		op.off = uint64(f.rng.IntN(len(model)/8)) * 8
+		cur := binary.LittleEndian.Uint64(model[op.off:])
 		op.orig = cur
 		binary.LittleEndian.PutUint64(buf, 0xEEEEEEEEEEEEEEEE)
 		if op.kind == opCAS {
@@ -81,11 +82,11 @@ func (f *flow) post(now netsim.Time) error {
 			}
 			wr.Swap = f.rng.Uint64()
 			if cur == wr.CompareAdd {
-				binary.LittleEndian.PutUint64(f.model[op.off:], wr.Swap)
+				binary.LittleEndian.PutUint64(model[op.off:], wr.Swap)
 			}
 		} else {
 			wr.CompareAdd = f.rng.Uint64() >> f.rng.IntN(64)
-			binary.LittleEndian.PutUint64(f.model[op.off:], cur+wr.CompareAdd)
+			binary.LittleEndian.PutUint64(model[op.off:], cur+wr.CompareAdd)
 		}
 	}
 	if op.kind.modifies() && f.readOverlaps(op.off, op.size) {

@@ -403,9 +403,10 @@ func (run *runState) result(end netsim.Time) *Result {
 				break
 			}
 		}
-		if got := f.remote.Bytes(); !f.bulk && string(got) != string(f.model) {
+		if got := f.remote.Bytes(); !f.bulk && f.model != nil && string(got) != string(f.model.bytes()) {
+			model := f.model.bytes()
 			first := 0
-			for first < len(got) && got[first] == f.model[first] {
+			for first < len(got) && got[first] == model[first] {
 				first++
 			}
 			run.violate(invModel, f.name, "remote memory differs from the reference model from byte %d", first)
