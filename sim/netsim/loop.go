@@ -136,6 +136,22 @@ func (l *Loop) Call(t Time, id HandlerID, arg uint64) {
 	l.up(len(l.heap) - 1)
 }
 
+// reserve takes the next sequence number, for an event that callSeq puts
+// in the heap later: it then runs where it would have, had Call scheduled
+// it now.
+func (l *Loop) reserve() uint64 {
+	l.seq++
+	return l.seq
+}
+
+// callSeq schedules the Fire(arg) of handler id at time t (not before now)
+// under sequence number seq, which reserve gave. It goes to the heap even
+// when t is now: seq may be older than the events of cur.
+func (l *Loop) callSeq(t Time, seq uint64, id HandlerID, arg uint64) {
+	l.heap = append(l.heap, event{at: t, seq: seq, arg: arg, id: id})
+	l.up(len(l.heap) - 1)
+}
+
 // After schedules fn to run d after now.
 func (l *Loop) After(d Time, fn func()) { l.At(l.now+d, fn) }
 

@@ -153,3 +153,82 @@ func sortStable(a []int, less func(x, y int) bool) {
 		}
 	}
 }
+
+// fifoHandler keeps events the way a lane does (lane.go): reserved in
+// order, with times that never decrease, and only the head in the heap.
+type fifoHandler struct {
+	l   *Loop
+	id  HandlerID
+	q   []event
+	got *[]int
+}
+
+func (f *fifoHandler) add(at Time, tag int) {
+	e := event{at: max(at, f.l.Now()), seq: f.l.reserve(), arg: uint64(tag)}
+	f.q = append(f.q, e)
+	if len(f.q) == 1 {
+		f.l.callSeq(e.at, e.seq, f.id, 0)
+	}
+}
+
+func (f *fifoHandler) Fire(uint64) {
+	e := f.q[0]
+	f.q = f.q[1:]
+	if len(f.q) > 0 {
+		f.l.callSeq(f.q[0].at, f.q[0].seq, f.id, 0)
+	}
+	*f.got = append(*f.got, int(e.arg))
+}
+
+// TestLoopReservedSequence: events kept in FIFOs with only their heads in
+// the heap (reserve, callSeq) run exactly where they would have had each
+// been scheduled with Call when it was reserved, among events that were.
+func TestLoopReservedSequence(t *testing.T) {
+	l := NewLoop()
+	var got []int
+	plain := l.Handle(recHandler{&got})
+	fifos := make([]*fifoHandler, 3)
+	last := make([]Time, len(fifos))
+	for i := range fifos {
+		fifos[i] = &fifoHandler{l: l, got: &got}
+		fifos[i].id = l.Handle(fifos[i])
+	}
+	type sched struct {
+		at  Time
+		tag int
+	}
+	var want []sched
+	x := uint64(7)
+	rnd := func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	for tag := 0; tag < 20000; tag++ {
+		if rnd(4) == 0 {
+			l.Step()
+		}
+		at := l.Now() + Time(rnd(20))
+		if k := rnd(len(fifos) + 1); k < len(fifos) {
+			at = max(at, last[k]) // a FIFO's times never decrease
+			last[k] = at
+			fifos[k].add(at, tag)
+		} else {
+			l.Call(at, plain, uint64(tag))
+		}
+		want = append(want, sched{max(at, l.Now()), tag})
+	}
+	for l.Step() {
+	}
+	order := make([]int, len(want))
+	for i := range order {
+		order[i] = i
+	}
+	sortStable(order, func(a, b int) bool { return want[a].at < want[b].at })
+	ref := make([]int, len(order))
+	for i, k := range order {
+		ref[i] = want[k].tag
+	}
+	require.Equal(t, ref, got)
+}

@@ -110,6 +110,7 @@ func NewNetwork(loop *Loop) *Network {
 	n := &Network{loop: loop}
 	n.pend.net = n
 	n.pend.id = loop.Handle(&n.pend)
+	n.pend.laneID = loop.Handle((*laneHead)(&n.pend))
 	return n
 }
 
@@ -156,6 +157,7 @@ func (n *Network) newPipe(from, to NodeID, toPort int, cfg PipeConfig) *Pipe {
 		from:   from,
 		to:     to,
 		toPort: toPort,
+		lane:   n.pend.newLane(),
 	}
 	n.pipes = append(n.pipes, p)
 	return p
@@ -263,24 +265,29 @@ const (
 // a free list, and is the Handler of their events (the argument is the
 // slot), so that a frame in flight costs no allocation.
 type pendingFrames struct {
-	net   *Network
-	id    HandlerID
-	slots []pending
-	free  []uint32
+	net    *Network
+	id     HandlerID
+	laneID HandlerID // lane events (lane.go)
+	slots  []pending
+	free   []uint32
+	lanes  []lane
 }
 
-// at schedules pd for time t.
-func (pf *pendingFrames) at(t Time, pd pending) {
-	var i uint32
+// store puts pd in a free slot and returns the slot.
+func (pf *pendingFrames) store(pd pending) uint32 {
 	if k := len(pf.free); k > 0 {
-		i = pf.free[k-1]
+		i := pf.free[k-1]
 		pf.free = pf.free[:k-1]
 		pf.slots[i] = pd
-	} else {
-		i = uint32(len(pf.slots))
-		pf.slots = append(pf.slots, pd)
+		return i
 	}
-	pf.net.loop.Call(t, pf.id, uint64(i))
+	pf.slots = append(pf.slots, pd)
+	return uint32(len(pf.slots) - 1)
+}
+
+// at schedules pd for time t, as an event of its own.
+func (pf *pendingFrames) at(t Time, pd pending) {
+	pf.net.loop.Call(t, pf.id, uint64(pf.store(pd)))
 }
 
 // Fire delivers or forwards the frame in slot i. The buffer goes back to

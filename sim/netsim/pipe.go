@@ -106,6 +106,7 @@ type queued struct {
 type Pipe struct {
 	name     string
 	index    int
+	lane     int32 // the lane of the copies in flight (lane.go)
 	net      *Network
 	cfg      PipeConfig
 	from, to NodeID
@@ -337,7 +338,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 // time at.
 func (p *Pipe) deliverAt(at Time, pd pending) {
 	pd.pipe = int32(p.index)
-	p.net.pend.at(at, pd)
+	p.net.pend.atLane(p.lane, at, pd)
 }
 
 // deliver hands buf, pending as pd, to the far end (the caller frees it).

@@ -24,14 +24,19 @@ type SwitchCounters struct {
 // ECMP: one RoCE QP (one UDP source port) keeps one path, and different
 // QPs spread. Its output queues are its ports' pipes.
 type Switch struct {
-	net      *Network
-	id       NodeID
-	outs     []*Pipe
-	byMAC    map[[6]byte]int // a port, or -1-g for ECMP group g
-	byIP     map[netip.Addr]int
+	net  *Network
+	id   NodeID
+	outs []*Pipe
+	// Forwarding tables: a port, or -1-g for ECMP group g. The keys are
+	// integers (a MAC, an IPv4 address), which hash several times faster
+	// than arrays or netip.Addrs: a lookup per frame and hop.
+	byMAC    map[uint64]int
+	byIP4    map[uint32]int
+	byIP6    map[netip.Addr]int
 	groups   [][]int // ECMP groups: equal-cost ports
 	groupIdx map[string]int
 	latency  Time
+	lane     int32 // the lane of the frames waiting out the latency (lane.go)
 	counters SwitchCounters
 	pfc      *switchPFC // flow control (pfc.go); nil: none
 }
@@ -100,7 +105,8 @@ func flowHash(f []byte, seed uint64) uint64 {
 // AddSwitch adds a switch that forwards each frame latency after it arrives.
 // Connect its ports, then call Network.Route.
 func (n *Network) AddSwitch(name string, latency Time) *Switch {
-	sw := &Switch{net: n, byMAC: map[[6]byte]int{}, byIP: map[netip.Addr]int{}, latency: latency}
+	sw := &Switch{net: n, byMAC: map[uint64]int{}, byIP4: map[uint32]int{}, byIP6: map[netip.Addr]int{}, latency: latency,
+		lane: n.pend.newLane()}
 	sw.id = n.AddNode(name, sw)
 	return sw
 }
@@ -112,10 +118,39 @@ func (s *Switch) ID() NodeID { return s.id }
 func (s *Switch) Counters() SwitchCounters { return s.counters }
 
 func (s *Switch) learn(a Addr, port int) {
-	s.byMAC[a.MAC] = port
-	if a.IP.IsValid() {
-		s.byIP[a.IP.Unmap()] = port
+	s.byMAC[macKey(a.MAC[:])] = port
+	if ip := a.IP.Unmap(); ip.Is4() {
+		s.byIP4[ip4Key(ip.As4())] = port
+	} else if ip.IsValid() {
+		s.byIP6[ip] = port
 	}
+}
+
+// lookup returns the forwarding entry for a frame to mac (6 bytes) or,
+// if the switch does not know mac, to ip.
+func (s *Switch) lookup(mac []byte, ip netip.Addr) (int, bool) {
+	if out, ok := s.byMAC[macKey(mac)]; ok {
+		return out, true
+	}
+	return s.lookupIP(ip)
+}
+
+// lookupIP returns the forwarding entry for a frame to ip.
+func (s *Switch) lookupIP(ip netip.Addr) (int, bool) {
+	if ip.Is4() {
+		out, ok := s.byIP4[ip4Key(ip.As4())]
+		return out, ok
+	}
+	out, ok := s.byIP6[ip]
+	return out, ok
+}
+
+func macKey(mac []byte) uint64 {
+	return uint64(mac[0])<<40 | uint64(mac[1])<<32 | uint64(mac[2])<<24 | uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+}
+
+func ip4Key(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 }
 
 func (n *Network) outsOf(id NodeID) []*Pipe {
@@ -146,10 +181,10 @@ func (s *Switch) Receive(in int, frame []byte) {
 		}
 		return
 	}
-	out, ok := s.byMAC[[6]byte(frame[:6])]
+	out, ok := s.byMAC[macKey(frame[:6])]
 	if !ok {
 		if ip, okIP := dstIP(frame); okIP {
-			out, ok = s.byIP[ip]
+			out, ok = s.lookupIP(ip)
 		}
 	}
 	if !ok {
@@ -195,7 +230,7 @@ func (s *Switch) send(p *Pipe, frame []byte, in int32) {
 		i, buf = s.net.getBuf(len(frame))
 		copy(buf, frame)
 	}
-	s.net.pend.at(s.net.loop.now+s.latency, pending{
+	s.net.pend.atLane(s.lane, s.net.loop.now+s.latency, pending{
 		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: c.sum, in: in, flags: pendForward | c.flags(),
 	})
 }
@@ -215,10 +250,7 @@ func dstIP(f []byte) (netip.Addr, bool) {
 // nextPort returns the port a frame to a leaves by (the first of an ECMP
 // group), or -1.
 func (s *Switch) nextPort(a Addr) int {
-	out, ok := s.byMAC[a.MAC]
-	if !ok && a.IP.IsValid() {
-		out, ok = s.byIP[a.IP.Unmap()]
-	}
+	out, ok := s.lookup(a.MAC[:], a.IP.Unmap())
 	if !ok {
 		return -1
 	}
