@@ -13,12 +13,14 @@ type lane struct {
 	head int
 }
 
-// laneEntry is a pending frame in a lane: its slot in pendingFrames, and
-// the time and sequence number of its event.
+// laneEntry is a pending frame in a lane, with the time and sequence
+// number of its event. It holds the frame's pending record itself, not a
+// slot of pendingFrames: one memory access fewer per frame, where the
+// simulation of a large network waits on memory more than it computes.
 type laneEntry struct {
-	at   Time
-	seq  uint64
-	slot uint32
+	at  Time
+	seq uint64
+	pd  pending
 }
 
 // newLane returns the index of a new, empty lane.
@@ -37,7 +39,7 @@ func (pf *pendingFrames) atLane(ln int32, t Time, pd pending) {
 		return
 	}
 	loop := pf.net.loop
-	e := laneEntry{at: max(t, loop.now), seq: loop.reserve(), slot: pf.store(pd)}
+	e := laneEntry{at: max(t, loop.now), seq: loop.reserve(), pd: pd}
 	l.q = append(l.q, e)
 	if len(l.q)-l.head == 1 {
 		loop.callSeq(e.at, e.seq, pf.laneID, uint64(ln))
@@ -58,5 +60,5 @@ func (h *laneHead) Fire(ln uint64) {
 		pf.net.loop.callSeq(next.at, next.seq, pf.laneID, ln)
 	}
 	l.q, l.head = compactFIFO(l.q, l.head)
-	pf.Fire(uint64(e.slot))
+	pf.fire(e.pd)
 }

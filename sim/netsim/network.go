@@ -59,6 +59,10 @@ func (ev *TraceEvent) Sum() uint32 {
 	return ev.sum
 }
 
+// SumKnown reports whether the frame's Sum was computed on an earlier hop
+// and carried with it: the frame is, byte for byte, one traced before.
+func (ev *TraceEvent) SumKnown() bool { return ev.sumOK }
+
 // sumHead is how much of a frame's start Sum covers.
 const sumHead = 64
 
@@ -89,9 +93,10 @@ type Network struct {
 	// serialID is the handler of PFC ports' serializer events (pfc.go).
 	serialID HandlerID
 	ev       TraceEvent // the event being traced: Trace's argument, not allocated per call
-	// Frame buffers: every one by index, and the free ones by capacity
-	// class (see getBuf).
-	bufs     [][]byte
+	// Frame buffers, in slabs (see getBuf), and the free ones by capacity
+	// class.
+	slabs    []slab
+	newSlab  []int32 // by class: the slab whose slots are not all handed out yet, or -1
 	freeBufs [][]int32
 	// rx is what the network knows of the frame being delivered to a node,
 	// for a switch to pass along with it; rxIn says a delivery is going on.
@@ -244,7 +249,7 @@ func (n *Network) Intact() bool { return n.rxIn && !n.rx.flipped }
 // scan or for write barriers to track.
 type pending struct {
 	pipe  int32  // index in Network.pipes
-	buf   int32  // index in Network.bufs
+	buf   int32  // buffer index (Network.buf)
 	n     int32  // frame length
 	sum   uint32 // Sum of the frame, if flags&pendSum
 	in    int32  // the port a forwarded frame came in by
@@ -295,9 +300,14 @@ func (pf *pendingFrames) at(t Time, pd pending) {
 func (pf *pendingFrames) Fire(i uint64) {
 	pd := pf.slots[i]
 	pf.free = append(pf.free, uint32(i))
+	pf.fire(pd)
+}
+
+// fire delivers or forwards the frame pd holds.
+func (pf *pendingFrames) fire(pd pending) {
 	n := pf.net
 	p := n.pipes[pd.pipe]
-	buf := n.bufs[pd.buf][:pd.n]
+	buf := n.buf(pd.buf, pd.n)
 	if pd.flags&pendForward != 0 {
 		if !p.send(buf, pd.buf, pd.carried(), pd.in) {
 			n.putBuf(pd.buf)
@@ -328,27 +338,54 @@ func (n *Network) takeRx() (int32, bool) {
 // and an ACK does not hold a buffer the size of a full frame.
 const bufClass = 256
 
-// getBuf returns a buffer of length size, and its index in n.bufs.
+// slab holds slabSlots frame buffers of one capacity class, back to back.
+// Buffer i is slot i%slabSlots of slab i/slabSlots: finding a frame's bytes
+// reads the small slab table, which stays in cache, where a slice header per
+// buffer (as many as frames in flight) would cost a cache miss per frame.
+type slab struct {
+	size int // bytes per slot: the class times bufClass
+	used int // slots handed out so far
+	data []byte
+}
+
+const slabSlots = 64
+
+// buf returns the first n bytes of buffer i.
+func (n *Network) buf(i, size int32) []byte {
+	s := &n.slabs[i/slabSlots]
+	off := int(i%slabSlots) * s.size
+	return s.data[off : off+int(size) : off+s.size]
+}
+
+// getBuf returns a buffer of length size, and its index.
 func (n *Network) getBuf(size int) (int32, []byte) {
 	c := max(1, (size+bufClass-1)/bufClass)
-	if c < len(n.freeBufs) {
-		if f := n.freeBufs[c]; len(f) > 0 {
-			i := f[len(f)-1]
-			n.freeBufs[c] = f[:len(f)-1]
-			return i, n.bufs[i][:size]
-		}
+	for len(n.freeBufs) <= c {
+		n.freeBufs = append(n.freeBufs, nil)
+		n.newSlab = append(n.newSlab, -1)
 	}
-	b := make([]byte, size, c*bufClass)
-	n.bufs = append(n.bufs, b)
-	return int32(len(n.bufs) - 1), b
+	if f := n.freeBufs[c]; len(f) > 0 {
+		i := f[len(f)-1]
+		n.freeBufs[c] = f[:len(f)-1]
+		return i, n.buf(i, int32(size))
+	}
+	k := n.newSlab[c]
+	if k < 0 {
+		k = int32(len(n.slabs))
+		n.slabs = append(n.slabs, slab{size: c * bufClass, data: make([]byte, slabSlots*c*bufClass)})
+		n.newSlab[c] = k
+	}
+	s := &n.slabs[k]
+	i := k*slabSlots + int32(s.used)
+	if s.used++; s.used == slabSlots {
+		n.newSlab[c] = -1
+	}
+	return i, n.buf(i, int32(size))
 }
 
 // putBuf returns buffer i to the pool.
 func (n *Network) putBuf(i int32) {
-	c := cap(n.bufs[i]) / bufClass
-	for len(n.freeBufs) <= c {
-		n.freeBufs = append(n.freeBufs, nil)
-	}
+	c := n.slabs[i/slabSlots].size / bufClass
 	n.freeBufs[c] = append(n.freeBufs[c], i)
 }
 

@@ -412,7 +412,7 @@ func (p *Pipe) start(w waiting, now Time) {
 	end := now + p.serialization(int(w.n))
 	l.serving, l.cur = true, w
 	p.busyUntil = end
-	buf := p.net.bufs[w.buf][:w.n]
+	buf := p.net.buf(w.buf, w.n)
 	if !p.launch(buf, w.buf, w.c, w.mark, end) {
 		p.net.putBuf(w.buf)
 	}
@@ -526,7 +526,7 @@ func (p *Pipe) watchdog(now Time, prio int) {
 			p.dequeued(w)
 			sw.pfc.counters.DropWatchdog++
 			p.counters.DropQueue++
-			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.bufs[w.buf][:w.n], Cause: DropQueue, sum: w.c.sum, sumOK: w.c.sumOK})
+			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.buf(w.buf, w.n), Cause: DropQueue, sum: w.c.sum, sumOK: w.c.sumOK})
 			p.net.putBuf(w.buf)
 		}
 		q.clear()
