@@ -16,7 +16,10 @@
 // the addresses on the wire do not depend on Go's heap. The event log (a line
 // per frame delivered or dropped, per partition change, per operation posted
 // and completed, per violation) and the pcapng capture are byte-identical
-// for the same seed; Result.EventLog is the SHA-256 of the log.
+// for the same seed; Result.EventLog is the SHA-256 of the log. A frame's
+// line names its length, a fingerprint (sum=) and its opcode, QPN and PSN;
+// the lines of its later hops, where it arrives unchanged, name the link,
+// length and fingerprint only.
 //
 // # Model
 //
