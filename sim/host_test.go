@@ -107,7 +107,7 @@ func echoWorld(t *testing.T, sc *Scenario, seed uint64, count int) (*world, []*e
 		h.arm()
 	}
 	w.loop.RunUntil(netsim.Time(sc.Duration))
-	w.rec.flush()
+	w.rec.close()
 	require.NoError(t, pw.Close())
 	require.NoError(t, w.rec.err)
 	return w, devs, &log, &pcap

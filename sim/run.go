@@ -188,7 +188,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	}
 	run.w = w
 	if err := run.setup(); err != nil {
-		w.rec.flush()
+		w.rec.close()
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	if afterSetup != nil {
@@ -224,7 +224,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		}
 	}
 	if run.err != nil {
-		w.rec.flush() // the log up to the failure
+		w.rec.close() // the log up to the failure
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
 	}
 	if rep != nil {

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"io"
 	"strconv"
 	"time"
@@ -19,141 +17,161 @@ import (
 // capture holds every frame as it arrived (or was dropped) on each link
 // direction, stamped with virtual time, with a comment naming the link and
 // what the fault model did to it.
+//
+// The simulation loop only takes each event's fields down (traceRec); a
+// goroutine of the recorder's own turns them into the log's lines, hashes
+// and writes them (traceWriter), in order, on another core where there is
+// one: the text and its hash were a fifth of a large fabric's run.
 type recorder struct {
 	loop  *netsim.Loop
-	hash  hash.Hash
-	log   io.Writer // optional copy of the event log
 	pcap  *pcapio.Writer
-	buf   []byte // lines not yet hashed (and written to log)
 	cmt   []byte
 	lines uint64
 	err   error
-}
 
-// flushAt is how many bytes of log lines the recorder gathers before it
-// hashes them (and writes them to the log): hashing lines one by one costs
-// more than the hashing itself. The digest does not depend on how the log
-// is cut into writes.
-const flushAt = 16 << 10
+	w      *traceWriter
+	cur    *traceBatch // the batch being filled
+	made   int         // batches made so far (at most batchPool)
+	closed bool
+}
 
 func newRecorder(loop *netsim.Loop, log io.Writer, pcap *pcapio.Writer) *recorder {
-	return &recorder{loop: loop, hash: sha256.New(), log: log, pcap: pcap, buf: make([]byte, 0, flushAt+512)}
+	return &recorder{loop: loop, pcap: pcap, w: newTraceWriter(log)}
 }
 
-// begin starts a log line with the current time and kind; the line is built
-// in place at the end of the buffer.
-func (r *recorder) begin(kind string) []byte {
-	b := strconv.AppendInt(r.buf, int64(r.loop.Now()), 10)
-	b = append(b, ' ')
-	return append(b, kind...)
-}
-
-// end finishes and records the log line begin started.
-func (r *recorder) end(b []byte) {
-	r.buf = append(b, '\n')
+// rec returns a new record, stamped with the current time, at the end of the
+// current batch.
+func (r *recorder) rec(kind recKind) *traceRec {
+	if r.cur == nil {
+		r.cur = r.batch()
+	}
+	r.cur.recs = append(r.cur.recs, traceRec{at: r.loop.Now(), kind: kind})
 	r.lines++
-	if len(r.buf) >= flushAt {
-		r.flush()
-	}
+	return &r.cur.recs[len(r.cur.recs)-1]
 }
 
-// flush hashes (and writes to the log) the lines gathered so far.
-func (r *recorder) flush() {
-	r.hash.Write(r.buf)
-	if r.log != nil && r.err == nil {
-		_, r.err = r.log.Write(r.buf)
+// batch returns an empty batch: a new one while fewer than batchPool exist,
+// else the next the writer hands back.
+func (r *recorder) batch() *traceBatch {
+	if r.made < batchPool {
+		r.made++
+		return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
 	}
-	r.buf = r.buf[:0]
+	return <-r.w.free
+}
+
+// filled sends the current batch to the writer once it is full.
+func (r *recorder) filled() {
+	if b := r.cur; len(b.recs) >= batchRecs || len(b.text) >= batchText {
+		r.w.send(b)
+		r.cur = nil
+	}
 }
 
 // network records a network trace event.
 func (r *recorder) network(ev *netsim.TraceEvent) {
-	var b []byte
+	var x *traceRec
 	switch ev.Kind {
 	case netsim.TraceDrop:
-		b = r.begin("drop ")
+		x = r.rec(recDrop)
+		x.cause = ev.Cause
 	case netsim.TraceDeliver:
-		b = r.begin("recv ")
+		x = r.rec(recDeliver)
 	case netsim.TracePartition:
-		b = r.begin("cut ")
-		if !ev.Cut {
-			b = r.begin("heal ")
+		x = r.rec(recHeal)
+		if ev.Cut {
+			x.kind = recCut
 		}
-		b = append(b, ev.Pipe.Name()...)
-		r.end(b)
+		x.pipe = ev.Pipe
+		r.filled()
 		return
 	}
-	b = append(b, ev.Pipe.Name()...)
-	b = append(b, " len="...)
-	b = strconv.AppendInt(b, int64(len(ev.Frame)), 10)
-	b = append(b, " sum="...)
+	x.pipe = ev.Pipe
+	x.n = int32(len(ev.Frame))
 	seen := ev.SumKnown()
-	b = strconv.AppendUint(b, uint64(ev.Sum()), 16)
-	var fr packet.Frame // a local: see icrcOK
+	x.sum = ev.Sum()
 	// The frame's first line names its opcode, QPN and PSN; its lines at
 	// later hops, unchanged (the same sum, carried from hop to hop), only
 	// the link: a third of the log's bytes in a fabric, and a parse per hop.
+	var fr packet.Frame // a local: see icrcOK
 	if !seen && packet.ParseFrameUnverified(ev.Frame, &fr) == nil && len(fr.Transport) >= packet.BTHLen {
 		bth := packet.BTH(fr.Transport)
-		b = append(b, ' ')
-		b = append(b, bth.Opcode().String()...)
-		b = append(b, " qpn="...)
-		b = strconv.AppendUint(b, uint64(bth.DestQP()), 10)
-		b = append(b, " psn="...)
-		b = strconv.AppendUint(b, uint64(bth.PSN()), 10)
-	}
-	mark := len(b)
-	if ev.Kind == netsim.TraceDrop {
-		b = append(b, " drop="...)
-		b = append(b, ev.Cause.String()...)
+		x.flags |= recBTH
+		x.op, x.qpn, x.psn = bth.Opcode(), bth.DestQP(), bth.PSN()
 	}
 	if ev.Dup {
-		b = append(b, " dup"...)
+		x.flags |= recDup
 	}
 	if ev.Reordered {
-		b = append(b, " reordered"...)
+		x.flags |= recReordered
 	}
 	if ev.Corrupt {
-		b = append(b, " corrupt"...)
+		x.flags |= recCorrupt
 	}
 	if r.pcap != nil && r.err == nil {
 		c := append(r.cmt[:0], ev.Pipe.Name()...)
-		c = append(c, b[mark:]...)
+		c = x.appendFlags(c)
 		r.cmt = c
 		r.err = r.pcap.WritePacket(time.Unix(0, int64(r.loop.Now())), ev.Frame, string(c))
 	}
-	r.end(b)
+	r.filled()
 }
 
 // event records a workload event: kind and preformatted fields.
 func (r *recorder) event(kind string, fields ...string) {
-	b := r.begin(kind)
+	x := r.rec(recText)
+	t := r.cur.text
+	x.start = int32(len(t))
+	t = append(t, kind...)
 	for _, f := range fields {
-		b = append(b, ' ')
-		b = append(b, f...)
+		t = append(t, ' ')
+		t = append(t, f...)
 	}
-	r.end(b)
+	x.end = int32(len(t))
+	r.cur.text = t
+	r.filled()
 }
 
 // op records a workload event about operation i of a flow: the line event
 // would write for (kind, flow, i, s, n), without formatting the numbers into
 // strings first.
 func (r *recorder) op(kind, flow string, i int, s string, n int) {
-	b := r.begin(kind)
-	b = append(b, ' ')
-	b = append(b, flow...)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(i), 10)
-	b = append(b, ' ')
-	b = append(b, s...)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(n), 10)
-	r.end(b)
+	x := r.rec(recText)
+	t := r.cur.text
+	x.start = int32(len(t))
+	t = append(t, kind...)
+	t = append(t, ' ')
+	t = append(t, flow...)
+	t = append(t, ' ')
+	t = strconv.AppendInt(t, int64(i), 10)
+	t = append(t, ' ')
+	t = append(t, s...)
+	t = append(t, ' ')
+	t = strconv.AppendInt(t, int64(n), 10)
+	x.end = int32(len(t))
+	r.cur.text = t
+	r.filled()
 }
 
-// sum returns the hex SHA-256 of the event log so far, having written all of
-// it to the log.
+// close hands what is left to the writer and waits until it has hashed
+// and written everything; the recorder takes no more events.
+func (r *recorder) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.cur != nil && len(r.cur.recs) > 0 {
+		r.w.send(r.cur)
+	}
+	r.cur = nil
+	if err := r.w.close(); err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+// sum returns the hex SHA-256 of the event log, having written all of it
+// to the log; the recorder is closed.
 func (r *recorder) sum() string {
-	r.flush()
-	return hex.EncodeToString(r.hash.Sum(nil))
+	r.close()
+	return hex.EncodeToString(r.w.hash.Sum(nil))
 }

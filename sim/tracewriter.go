@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"hash"
+	"io"
+	"strconv"
+
+	"github.com/softroce/softroce/packet"
+	"github.com/softroce/softroce/sim/netsim"
+)
+
+// recKind is what an event-log record is.
+type recKind uint8
+
+const (
+	recDeliver recKind = iota // a frame arrived at the far end of a link
+	recDrop                   // a frame was dropped
+	recCut                    // a link was cut
+	recHeal                   // a link was healed
+	recText                   // a workload line, formatted already
+)
+
+// Record flags.
+const (
+	recBTH       uint8 = 1 << iota // op, qpn and psn hold the frame's BTH fields
+	recDup                         // the second copy of a duplicated frame
+	recReordered                   // delayed by the fault model's reordering
+	recCorrupt                     // bits flipped on the way
+)
+
+// traceRec is one line of the event log as the simulation loop takes it
+// down: a network event's fields, or a workload line's place in its batch's
+// text.
+type traceRec struct {
+	at    netsim.Time
+	pipe  *netsim.Pipe
+	sum   uint32
+	n     int32 // frame length
+	qpn   uint32
+	psn   uint32
+	start int32 // recText: the line (without time) is text[start:end]
+	end   int32
+	kind  recKind
+	op    packet.Opcode
+	flags uint8
+	cause netsim.DropCause
+}
+
+// traceBatch is records on their way from the loop to the writer.
+type traceBatch struct {
+	recs []traceRec
+	text []byte
+}
+
+// Batches: how many records or text bytes fill one, and how many exist (the
+// loop waits for the writer when all are in its hands).
+const (
+	batchRecs = 2048
+	batchText = 32 << 10
+	batchPool = 4
+)
+
+// flushAt is how many bytes of log lines the writer gathers before it hashes
+// them (and writes them to the log): hashing lines one by one costs more
+// than the hashing itself. The digest does not depend on how the log is cut
+// into writes.
+const flushAt = 16 << 10
+
+// traceWriter turns records into the event log's lines, hashes them and
+// writes them to the log, on a goroutine started by the first batch.
+type traceWriter struct {
+	todo    chan *traceBatch
+	free    chan *traceBatch
+	done    chan struct{}
+	started bool
+	hash    hash.Hash
+	log     io.Writer
+	buf     []byte
+	err     error // the log's; read after done
+}
+
+func newTraceWriter(log io.Writer) *traceWriter {
+	return &traceWriter{
+		todo: make(chan *traceBatch, batchPool), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
+		hash: sha256.New(), log: log, buf: make([]byte, 0, flushAt+512),
+	}
+}
+
+// send hands b to the writer goroutine, starting it if need be.
+func (w *traceWriter) send(b *traceBatch) {
+	if !w.started {
+		w.started = true
+		go w.run()
+	}
+	w.todo <- b
+}
+
+// close waits for the writer to finish what it was sent and returns the
+// log's error, if any.
+func (w *traceWriter) close() error {
+	if !w.started {
+		w.flush()
+		return w.err
+	}
+	close(w.todo)
+	<-w.done
+	return w.err
+}
+
+func (w *traceWriter) run() {
+	defer close(w.done)
+	for b := range w.todo {
+		for i := range b.recs {
+			w.buf = b.recs[i].appendLine(w.buf, b.text)
+			if len(w.buf) >= flushAt {
+				w.flush()
+			}
+		}
+		b.recs, b.text = b.recs[:0], b.text[:0]
+		w.free <- b
+	}
+	w.flush()
+}
+
+// flush hashes (and writes to the log) the lines gathered so far.
+func (w *traceWriter) flush() {
+	w.hash.Write(w.buf)
+	if w.log != nil && w.err == nil {
+		_, w.err = w.log.Write(w.buf)
+	}
+	w.buf = w.buf[:0]
+}
+
+// appendLine appends x's line, newline included.
+func (x *traceRec) appendLine(b, text []byte) []byte {
+	b = strconv.AppendInt(b, int64(x.at), 10)
+	b = append(b, ' ')
+	switch x.kind {
+	case recText:
+		b = append(b, text[x.start:x.end]...)
+		return append(b, '\n')
+	case recCut, recHeal:
+		if x.kind == recCut {
+			b = append(b, "cut "...)
+		} else {
+			b = append(b, "heal "...)
+		}
+		b = append(b, x.pipe.Name()...)
+		return append(b, '\n')
+	case recDrop:
+		b = append(b, "drop "...)
+	default:
+		b = append(b, "recv "...)
+	}
+	b = append(b, x.pipe.Name()...)
+	b = append(b, " len="...)
+	b = strconv.AppendInt(b, int64(x.n), 10)
+	b = append(b, " sum="...)
+	b = strconv.AppendUint(b, uint64(x.sum), 16)
+	if x.flags&recBTH != 0 {
+		b = append(b, ' ')
+		b = append(b, x.op.String()...)
+		b = append(b, " qpn="...)
+		b = strconv.AppendUint(b, uint64(x.qpn), 10)
+		b = append(b, " psn="...)
+		b = strconv.AppendUint(b, uint64(x.psn), 10)
+	}
+	b = x.appendFlags(b)
+	return append(b, '\n')
+}
+
+// appendFlags appends what the fault model did to the frame (also the
+// capture's comment, after the link's name).
+func (x *traceRec) appendFlags(b []byte) []byte {
+	if x.kind == recDrop {
+		b = append(b, " drop="...)
+		b = append(b, x.cause.String()...)
+	}
+	if x.flags&recDup != 0 {
+		b = append(b, " dup"...)
+	}
+	if x.flags&recReordered != 0 {
+		b = append(b, " reordered"...)
+	}
+	if x.flags&recCorrupt != 0 {
+		b = append(b, " corrupt"...)
+	}
+	return b
+}
