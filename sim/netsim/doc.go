@@ -7,7 +7,10 @@
 // scheduling sequence number); randomness comes from streams derived from one
 // seed by name; nothing iterates a map in an order that matters. The same
 // inputs and seed therefore give the same sequence of events, bit for bit, on
-// any machine.
+// any machine. Frames in flight on a pipe, and frames a switch holds for its
+// latency, wait in lanes whose times never decrease, with only each lane's
+// head in the event heap under the time and sequence number it was given
+// (lane.go): the order is the same, and the heap stays small.
 //
 // A link direction (Pipe) models an output port and a wire: frames wait in a
 // bounded drop-tail queue (marked CE by RED when SetECN installs it), are
