@@ -78,21 +78,11 @@ func (r recHandler) Fire(arg uint64) { *r.got = append(*r.got, int(arg)) }
 // running events, and requires them to run in exactly (time, scheduling)
 // order, as one sorted list would.
 func TestLoopMatchesReferenceOrder(t *testing.T) {
-	type sched struct {
-		at  Time
-		seq int
-	}
 	l := NewLoop()
 	var got []int
-	var want []sched
+	var want []scheduled
 	h := l.Handle(recHandler{&got})
-	x := uint64(1)
-	rnd := func(n int) int {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		return int(x % uint64(n))
-	}
+	rnd := xorshift(1)
 	n := 0
 	var schedule func()
 	schedule = func() {
@@ -110,7 +100,7 @@ func TestLoopMatchesReferenceOrder(t *testing.T) {
 		default:
 			at = l.Now() + Time(rnd(50))
 		}
-		want = append(want, sched{max(at, l.Now()), seq})
+		want = append(want, scheduled{max(at, l.Now()), seq})
 		if rnd(2) == 0 {
 			l.Call(at, h, uint64(seq))
 			return
@@ -131,7 +121,19 @@ func TestLoopMatchesReferenceOrder(t *testing.T) {
 		}
 		l.Step()
 	}
-	// The reference: a stable sort by time of the scheduling order.
+	require.Equal(t, referenceOrder(want), got)
+	assert.Equal(t, uint64(len(want)), l.Fired())
+}
+
+// scheduled is an event as a test scheduled it: its time and its tag.
+type scheduled struct {
+	at  Time
+	tag int
+}
+
+// referenceOrder is the order events must run in: a stable sort by time of
+// the order they were scheduled in. It returns their tags.
+func referenceOrder(want []scheduled) []int {
 	order := make([]int, len(want))
 	for i := range order {
 		order[i] = i
@@ -139,10 +141,20 @@ func TestLoopMatchesReferenceOrder(t *testing.T) {
 	sortStable(order, func(a, b int) bool { return want[a].at < want[b].at })
 	ref := make([]int, len(order))
 	for i, k := range order {
-		ref[i] = want[k].seq
+		ref[i] = want[k].tag
 	}
-	require.Equal(t, ref, got)
-	assert.Equal(t, uint64(len(want)), l.Fired())
+	return ref
+}
+
+// xorshift returns a seeded generator of numbers below n.
+func xorshift(seed uint64) func(n int) int {
+	x := seed
+	return func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
 }
 
 // sortStable is an insertion sort (stable), to keep the reference simple.
@@ -193,18 +205,8 @@ func TestLoopReservedSequence(t *testing.T) {
 		fifos[i] = &fifoHandler{l: l, got: &got}
 		fifos[i].id = l.Handle(fifos[i])
 	}
-	type sched struct {
-		at  Time
-		tag int
-	}
-	var want []sched
-	x := uint64(7)
-	rnd := func(n int) int {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		return int(x % uint64(n))
-	}
+	var want []scheduled
+	rnd := xorshift(7)
 	for tag := 0; tag < 20000; tag++ {
 		if rnd(4) == 0 {
 			l.Step()
@@ -217,18 +219,9 @@ func TestLoopReservedSequence(t *testing.T) {
 		} else {
 			l.Call(at, plain, uint64(tag))
 		}
-		want = append(want, sched{max(at, l.Now()), tag})
+		want = append(want, scheduled{max(at, l.Now()), tag})
 	}
 	for l.Step() {
 	}
-	order := make([]int, len(want))
-	for i := range order {
-		order[i] = i
-	}
-	sortStable(order, func(a, b int) bool { return want[a].at < want[b].at })
-	ref := make([]int, len(order))
-	for i, k := range order {
-		ref[i] = want[k].tag
-	}
-	require.Equal(t, ref, got)
+	require.Equal(t, referenceOrder(want), got)
 }
