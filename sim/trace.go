@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/softroce/softroce/packet"
@@ -55,6 +56,9 @@ func (r *recorder) rec(kind recKind) *traceRec {
 func (r *recorder) batch() *traceBatch {
 	if r.made < batchPool {
 		r.made++
+		if b, ok := batches.Get().(*traceBatch); ok {
+			return b
+		}
 		return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
 	}
 	return <-r.w.free
@@ -167,7 +171,15 @@ func (r *recorder) close() {
 	if err := r.w.close(); err != nil && r.err == nil {
 		r.err = err
 	}
+	for len(r.w.free) > 0 { // every batch made is back there now
+		batches.Put(<-r.w.free)
+	}
 }
+
+// batches keeps the batches of finished runs for the next (a sweep, the
+// fault search, a benchmark), so that a short run does not allocate half a
+// megabyte of them.
+var batches sync.Pool
 
 // sum returns the hex SHA-256 of the event log, having written all of it
 // to the log; the recorder is closed.
