@@ -6,7 +6,8 @@
 // # Determinism
 //
 // A run is a pure function of (scenario, seed, source code). One goroutine
-// runs one event loop; events are ordered by (virtual time, scheduling
+// runs one event loop (another turns the event log's records into text and
+// its hash, in order, and decides nothing); events are ordered by (virtual time, scheduling
 // sequence number); every random choice (fault decisions per link direction,
 // operation mix and sizes per flow, starting PSNs, device key bytes) comes
 // from a stream derived from the seed by name (fault.Stream), so adding a
