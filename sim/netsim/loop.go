@@ -78,6 +78,13 @@ type Loop struct {
 	handlers []Handler
 	fns      []func() // closures scheduled with At, by slot
 	freeFns  []uint64 // free slots of fns
+	// stale says heap[0] is the event running now, not yet removed: the
+	// first event the handler puts in the heap takes its place (one sift
+	// down instead of a removal's and an insertion's), and Step removes
+	// it if none did. Every event scheduled sorts after the running one
+	// (its time is not earlier, its sequence number later), so the stale
+	// root never misorders the heap meanwhile.
+	stale bool
 }
 
 // NewLoop returns a loop whose clock reads 0.
@@ -90,12 +97,27 @@ func (l *Loop) Now() Time { return l.now }
 func (l *Loop) Fired() uint64 { return l.fired }
 
 // Len returns how many events are scheduled.
-func (l *Loop) Len() int { return len(l.heap) + len(l.cur) - l.head }
+func (l *Loop) Len() int {
+	n := len(l.heap) + len(l.cur) - l.head
+	if l.stale {
+		n--
+	}
+	return n
+}
 
 // Next returns the time of the earliest scheduled event, or Never.
 func (l *Loop) Next() Time {
 	if l.head < len(l.cur) {
 		return l.now
+	}
+	if l.stale {
+		// The running event is still the root: the earliest other is
+		// among its children.
+		t := Never
+		for c := 1; c <= 4 && c < len(l.heap); c++ {
+			t = min(t, l.heap[c].at)
+		}
+		return t
 	}
 	if len(l.heap) == 0 {
 		return Never
@@ -132,7 +154,19 @@ func (l *Loop) Call(t Time, id HandlerID, arg uint64) {
 		l.cur = append(l.cur, event{at: l.now, seq: l.seq, arg: arg, id: id})
 		return
 	}
-	l.heap = append(l.heap, event{at: t, seq: l.seq, arg: arg, id: id})
+	l.push(event{at: t, seq: l.seq, arg: arg, id: id})
+}
+
+// push puts ev in the heap, in the running event's place if that is still
+// there (see stale).
+func (l *Loop) push(ev event) {
+	if l.stale {
+		l.stale = false
+		l.heap[0] = ev
+		l.down(0)
+		return
+	}
+	l.heap = append(l.heap, ev)
 	l.up(len(l.heap) - 1)
 }
 
@@ -148,8 +182,7 @@ func (l *Loop) reserve() uint64 {
 // under sequence number seq, which reserve gave. It goes to the heap even
 // when t is now: seq may be older than the events of cur.
 func (l *Loop) callSeq(t Time, seq uint64, id HandlerID, arg uint64) {
-	l.heap = append(l.heap, event{at: t, seq: seq, arg: arg, id: id})
-	l.up(len(l.heap) - 1)
+	l.push(event{at: t, seq: seq, arg: arg, id: id})
 }
 
 // After schedules fn to run d after now.
@@ -167,12 +200,7 @@ func (l *Loop) Step() bool {
 		}
 	case len(l.heap) > 0:
 		ev = l.heap[0]
-		last := len(l.heap) - 1
-		l.heap[0] = l.heap[last]
-		l.heap = l.heap[:last]
-		if last > 0 {
-			l.down(0)
-		}
+		l.stale = true
 	default:
 		return false
 	}
@@ -185,6 +213,15 @@ func (l *Loop) Step() bool {
 		fn()
 	} else {
 		l.handlers[ev.id].Fire(ev.arg)
+	}
+	if l.stale {
+		l.stale = false
+		last := len(l.heap) - 1
+		l.heap[0] = l.heap[last]
+		l.heap = l.heap[:last]
+		if last > 0 {
+			l.down(0)
+		}
 	}
 	return true
 }

@@ -225,3 +225,28 @@ func TestLoopReservedSequence(t *testing.T) {
 	}
 	require.Equal(t, referenceOrder(want), got)
 }
+
+// TestLoopInspectDuringEvent checks Len and Next from a running event, while
+// the loop still holds that event's heap slot (Loop.stale), before and after
+// the event schedules others.
+func TestLoopInspectDuringEvent(t *testing.T) {
+	l := NewLoop()
+	l.At(20, func() {})
+	l.At(30, func() {})
+	l.At(10, func() {
+		assert.Equal(t, 3, l.Len())
+		assert.Equal(t, Time(20), l.Next())
+		l.At(15, func() {})
+		assert.Equal(t, 4, l.Len())
+		assert.Equal(t, Time(15), l.Next())
+		l.At(10, func() {})
+		assert.Equal(t, 5, l.Len())
+		assert.Equal(t, Time(10), l.Next())
+	})
+	l.At(40, func() {
+		assert.Equal(t, 0, l.Len())
+		assert.Equal(t, Never, l.Next())
+	})
+	l.RunUntil(Never)
+	assert.Equal(t, uint64(6), l.Fired())
+}
