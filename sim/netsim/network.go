@@ -449,8 +449,11 @@ func (n *Network) Route(hosts map[NodeID][]Addr) error {
 		}
 	}
 	for s, node := range n.nodes {
-		if sw, ok := node.(*Switch); ok && len(sw.outs) == 0 {
-			return fmt.Errorf("route: switch %s has no ports", n.names[s])
+		if sw, ok := node.(*Switch); ok {
+			if len(sw.outs) == 0 {
+				return fmt.Errorf("route: switch %s has no ports", n.names[s])
+			}
+			sw.denseIP4()
 		}
 	}
 	return nil

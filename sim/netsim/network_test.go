@@ -213,47 +213,64 @@ func TestPipeFaultsDeterministic(t *testing.T) {
 	assert.NotEqual(t, a.data, c.data)
 }
 
+// TestSwitchForwarding forwards by MAC, by IP when the MAC is unknown or
+// zero (as softroce's devices send), floods broadcasts and drops frames for
+// unknown hosts, with the switches' IPv4 tables as arrays (addresses close
+// together, one unknown inside their range) and as maps (far apart).
 func TestSwitchForwarding(t *testing.T) {
-	l := NewLoop()
-	n := NewNetwork(l)
-	recs := make([]*recorder, 3)
-	ids := make([]NodeID, 3)
-	macs := [][6]byte{macA, macB, {2, 0, 0, 0, 0, 3}}
-	ips := []netip.Addr{ipA, ipB, netip.MustParseAddr("10.0.0.3")}
-	for i := range recs {
-		recs[i] = &recorder{loop: l}
-		ids[i] = n.AddNode(string(rune('a'+i)), recs[i])
-	}
-	// Two switches in a line: a on s1; b and c on s2.
-	s1 := n.AddSwitch("s1", 0)
-	s2 := n.AddSwitch("s2", 100)
-	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
-	n.Connect(ids[0], s1.ID(), cfg, cfg)
-	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
-	n.Connect(ids[1], s2.ID(), cfg, cfg)
-	n.Connect(ids[2], s2.ID(), cfg, cfg)
-	hosts := map[NodeID][]Addr{}
-	for i, id := range ids {
-		hosts[id] = []Addr{{MAC: macs[i], IP: ips[i]}}
-	}
-	require.NoError(t, n.Route(hosts))
+	for _, tc := range []struct {
+		name         string
+		cIP, unknown string
+		dense        bool
+	}{
+		{"dense", "10.0.0.5", "10.0.0.4", true},
+		{"sparse", "10.200.0.3", "10.9.9.9", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLoop()
+			n := NewNetwork(l)
+			recs := make([]*recorder, 3)
+			ids := make([]NodeID, 3)
+			macs := [][6]byte{macA, macB, {2, 0, 0, 0, 0, 3}}
+			ips := []netip.Addr{ipA, ipB, netip.MustParseAddr(tc.cIP)}
+			for i := range recs {
+				recs[i] = &recorder{loop: l}
+				ids[i] = n.AddNode(string(rune('a'+i)), recs[i])
+			}
+			// Two switches in a line: a on s1; b and c on s2.
+			s1 := n.AddSwitch("s1", 0)
+			s2 := n.AddSwitch("s2", 100)
+			cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
+			n.Connect(ids[0], s1.ID(), cfg, cfg)
+			n.Connect(s1.ID(), s2.ID(), cfg, cfg)
+			n.Connect(ids[1], s2.ID(), cfg, cfg)
+			n.Connect(ids[2], s2.ID(), cfg, cfg)
+			hosts := map[NodeID][]Addr{}
+			for i, id := range ids {
+				hosts[id] = []Addr{{MAC: macs[i], IP: ips[i]}}
+			}
+			require.NoError(t, n.Route(hosts))
+			assert.Equal(t, tc.dense, s1.ip4 != nil)
 
-	out := n.Out(ids[0], 0)
-	out.Send(roceFrame(macs[1], macA, ips[1], 100, 1))                   // by MAC to b
-	out.Send(roceFrame([6]byte{2, 9, 9, 9, 9, 9}, macA, ips[2], 100, 2)) // unknown MAC, by IP to c
-	out.Send(roceFrame([6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, ips[1], 100, 3))
-	out.Send(roceFrame([6]byte{2, 9, 9, 9, 9, 9}, macA, netip.MustParseAddr("10.9.9.9"), 100, 4))
-	l.RunUntil(Never)
-	assert.Equal(t, []uint32{1, 3}, recs[1].seqs)
-	assert.Equal(t, []uint32{2, 3}, recs[2].seqs)
-	assert.Empty(t, recs[0].seqs)
-	assert.Equal(t, uint64(1), s1.Counters().Unknown)
-	assert.Equal(t, uint64(1), s1.Counters().Flooded)
-	assert.Equal(t, uint64(1), s2.Counters().Flooded)
-	// a -> s1 -> s2 -> b: three serializations, three propagations, 100 ns in s2.
-	assert.Equal(t, 3*Time(124*8)+3*Microsecond+100, recs[1].times[0])
-	tot := n.Totals()
-	assert.Equal(t, tot.Sent, tot.Delivered)
+			out := n.Out(ids[0], 0)
+			out.Send(roceFrame(macs[1], macA, ips[1], 100, 1))                   // by MAC to b
+			out.Send(roceFrame([6]byte{2, 9, 9, 9, 9, 9}, macA, ips[2], 100, 2)) // unknown MAC, by IP to c
+			out.Send(roceFrame([6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, ips[1], 100, 3))
+			out.Send(roceFrame([6]byte{2, 9, 9, 9, 9, 9}, macA, netip.MustParseAddr(tc.unknown), 100, 4))
+			out.Send(roceFrame([6]byte{}, macA, ips[2], 100, 5)) // zero MAC, by IP to c
+			l.RunUntil(Never)
+			assert.Equal(t, []uint32{1, 3}, recs[1].seqs)
+			assert.Equal(t, []uint32{2, 3, 5}, recs[2].seqs)
+			assert.Empty(t, recs[0].seqs)
+			assert.Equal(t, uint64(1), s1.Counters().Unknown)
+			assert.Equal(t, uint64(1), s1.Counters().Flooded)
+			assert.Equal(t, uint64(1), s2.Counters().Flooded)
+			// a -> s1 -> s2 -> b: three serializations, three propagations, 100 ns in s2.
+			assert.Equal(t, 3*Time(124*8)+3*Microsecond+100, recs[1].times[0])
+			tot := n.Totals()
+			assert.Equal(t, tot.Sent, tot.Delivered)
+		})
+	}
 }
 
 // intactRecorder records, for each frame that arrives, whether the network

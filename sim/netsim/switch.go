@@ -33,6 +33,12 @@ type Switch struct {
 	byMAC    map[uint64]int
 	byIP4    map[uint32]int
 	byIP6    map[netip.Addr]int
+	// ip4 is byIP4 as an array from ip4Lo, when its addresses are few
+	// and close together (a simulated data centre numbers its hosts in
+	// order): an index instead of a hash, at every hop of every frame.
+	// Entries not in byIP4 are noRoute.
+	ip4   []int32
+	ip4Lo uint32
 	groups   [][]int // ECMP groups: equal-cost ports
 	groupIdx map[string]int
 	latency  Time
@@ -138,11 +144,50 @@ func (s *Switch) lookup(mac []byte, ip netip.Addr) (int, bool) {
 // lookupIP returns the forwarding entry for a frame to ip.
 func (s *Switch) lookupIP(ip netip.Addr) (int, bool) {
 	if ip.Is4() {
-		out, ok := s.byIP4[ip4Key(ip.As4())]
-		return out, ok
+		return s.lookupIP4(ip4Key(ip.As4()))
 	}
 	out, ok := s.byIP6[ip]
 	return out, ok
+}
+
+func (s *Switch) lookupIP4(k uint32) (int, bool) {
+	if s.ip4 != nil {
+		if d := k - s.ip4Lo; d < uint32(len(s.ip4)) && s.ip4[d] != noRoute {
+			return int(s.ip4[d]), true
+		}
+		return 0, false
+	}
+	out, ok := s.byIP4[k]
+	return out, ok
+}
+
+// noRoute marks an address of ip4's range that byIP4 does not hold.
+const noRoute = -1 << 31
+
+// maxDenseIP4 bounds ip4: 256 KiB per switch at most.
+const maxDenseIP4 = 1 << 16
+
+// denseIP4 makes ip4 from byIP4, if its addresses span at most
+// maxDenseIP4.
+func (s *Switch) denseIP4() {
+	s.ip4 = nil
+	if len(s.byIP4) == 0 {
+		return
+	}
+	lo, hi := ^uint32(0), uint32(0)
+	for k := range s.byIP4 {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	if hi-lo >= maxDenseIP4 {
+		return
+	}
+	s.ip4, s.ip4Lo = make([]int32, hi-lo+1), lo
+	for i := range s.ip4 {
+		s.ip4[i] = noRoute
+	}
+	for k, out := range s.byIP4 {
+		s.ip4[k-lo] = int32(out)
+	}
 }
 
 func macKey(mac []byte) uint64 {
@@ -181,9 +226,17 @@ func (s *Switch) Receive(in int, frame []byte) {
 		}
 		return
 	}
-	out, ok := s.byMAC[macKey(frame[:6])]
+	// softroce's devices leave the destination MAC zero (their links
+	// address by IP): no host has that MAC, so skip its lookup.
+	var out int
+	var ok bool
+	if mac := macKey(frame[:6]); mac != 0 {
+		out, ok = s.byMAC[mac]
+	}
 	if !ok {
-		if ip, okIP := dstIP(frame); okIP {
+		if len(frame) >= 14+20 && frame[12] == 0x08 && frame[13] == 0x00 {
+			out, ok = s.lookupIP4(uint32(frame[30])<<24 | uint32(frame[31])<<16 | uint32(frame[32])<<8 | uint32(frame[33]))
+		} else if ip, okIP := dstIP(frame); okIP {
 			out, ok = s.lookupIP(ip)
 		}
 	}
