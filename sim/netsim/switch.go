@@ -30,15 +30,15 @@ type Switch struct {
 	// Forwarding tables: a port, or -1-g for ECMP group g. The keys are
 	// integers (a MAC, an IPv4 address), which hash several times faster
 	// than arrays or netip.Addrs: a lookup per frame and hop.
-	byMAC    map[uint64]int
-	byIP4    map[uint32]int
-	byIP6    map[netip.Addr]int
+	byMAC map[uint64]int
+	byIP4 map[uint32]int
+	byIP6 map[netip.Addr]int
 	// ip4 is byIP4 as an array from ip4Lo, when its addresses are few
 	// and close together (a simulated data centre numbers its hosts in
 	// order): an index instead of a hash, at every hop of every frame.
 	// Entries not in byIP4 are noRoute.
-	ip4   []int32
-	ip4Lo uint32
+	ip4      []int32
+	ip4Lo    uint32
 	groups   [][]int // ECMP groups: equal-cost ports
 	groupIdx map[string]int
 	latency  Time
