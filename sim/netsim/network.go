@@ -40,6 +40,7 @@ type TraceEvent struct {
 
 	sum   uint32 // Sum of Frame, if sumOK
 	sumOK bool
+	seen  bool // traced before, unchanged since (see SumKnown)
 }
 
 // Sum returns a fingerprint of the frame for the event log: the CRC-32
@@ -59,9 +60,9 @@ func (ev *TraceEvent) Sum() uint32 {
 	return ev.sum
 }
 
-// SumKnown reports whether the frame's Sum was computed on an earlier hop
-// and carried with it: the frame is, byte for byte, one traced before.
-func (ev *TraceEvent) SumKnown() bool { return ev.sumOK }
+// SumKnown reports whether the frame was traced on an earlier hop, its Sum
+// carried with it: the frame is, byte for byte, one traced before.
+func (ev *TraceEvent) SumKnown() bool { return ev.seen }
 
 // sumHead is how much of a frame's start Sum covers.
 const sumHead = 64
@@ -210,12 +211,31 @@ func (n *Network) trace(ev TraceEvent) (uint32, bool) {
 }
 
 // carried is what the network knows of a frame and carries with it from hop
-// to hop: its Sum, once computed, and whether a fault flipped bits in it on
-// some hop.
+// to hop: its Sum, once computed (by the first trace, or as a host sent it),
+// whether it was traced, and whether a fault flipped bits in it on some hop.
 type carried struct {
 	sum     uint32
 	sumOK   bool
+	seen    bool
 	flipped bool
+}
+
+// changed returns c for the frame after its bytes changed (an ECN mark, a
+// fault's flip): its Sum is no longer known, nor was it traced as it is.
+func (c carried) changed() carried {
+	c.sumOK, c.seen = false, false
+	return c
+}
+
+// traced returns c for the frame after a trace that found its Sum.
+func (c carried) traced(sum uint32, ok bool) carried {
+	c.sum, c.sumOK, c.seen = sum, ok, ok
+	return c
+}
+
+// event returns a trace event of kind for frame on p, with what c knows.
+func (c carried) event(kind TraceKind, p *Pipe, frame []byte) TraceEvent {
+	return TraceEvent{Kind: kind, Pipe: p, Frame: frame, sum: c.sum, sumOK: c.sumOK, seen: c.seen}
 }
 
 // flags returns c as pending flags.
@@ -223,6 +243,9 @@ func (c carried) flags() uint8 {
 	var f uint8
 	if c.sumOK {
 		f |= pendSum
+	}
+	if c.seen {
+		f |= pendSeen
 	}
 	if c.flipped {
 		f |= pendFlipped
@@ -232,7 +255,7 @@ func (c carried) flags() uint8 {
 
 // carried returns what pd carries of its frame.
 func (pd *pending) carried() carried {
-	return carried{sum: pd.sum, sumOK: pd.flags&pendSum != 0, flipped: pd.flags&pendFlipped != 0}
+	return carried{sum: pd.sum, sumOK: pd.flags&pendSum != 0, seen: pd.flags&pendSeen != 0, flipped: pd.flags&pendFlipped != 0}
 }
 
 // Intact reports, during a node's Receive, whether the frame arrived as its
@@ -264,6 +287,7 @@ const (
 	pendCorrupt                     // bits flipped on this pipe
 	pendSum                         // sum holds the frame's Sum
 	pendFlipped                     // bits flipped on this pipe or an earlier hop
+	pendSeen                        // traced on an earlier hop, unchanged since
 )
 
 // pendingFrames keeps the network's pending frames in slots reused through

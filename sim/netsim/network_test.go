@@ -328,3 +328,46 @@ func TestIntact(t *testing.T) {
 	assert.NotZero(t, s2b.Counters().ECNMarked)
 	assert.False(t, n.Intact(), "outside a delivery")
 }
+
+// TestTraceSums: every trace event's Sum is the frame's, whether a host's
+// Send took it, an earlier hop carried it or the trace computes it; and
+// SumKnown holds exactly when the same bytes were traced before (not at a
+// frame's first trace, nor after a corruption or an ECN mark changed it).
+func TestTraceSums(t *testing.T) {
+	l := NewLoop()
+	n := NewNetwork(l)
+	a := n.AddNode("a", &recorder{loop: l})
+	b := n.AddNode("b", &recorder{loop: l})
+	s1 := n.AddSwitch("s1", 0)
+	s2 := n.AddSwitch("s2", 100)
+	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
+	as1, _ := n.Connect(a, s1.ID(), cfg, cfg)
+	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
+	slow := PipeConfig{Bandwidth: 1e8, Delay: Microsecond}
+	_, s2b := n.Connect(b, s2.ID(), slow, slow)
+	require.NoError(t, n.Route(map[NodeID][]Addr{a: {{MAC: macA, IP: ipA}}, b: {{MAC: macB, IP: ipB}}}))
+	s, err := fault.Parse("corrupt=20%,bits=2")
+	require.NoError(t, err)
+	as1.SetFaults(fault.New(s, 1))
+	require.NoError(t, s2b.SetECN(RED{Kmin: 0, Kmax: 1, Pmax: 1}, fault.Stream(1, "red")))
+	traced := map[string]bool{}
+	var known, first int
+	n.Trace = func(ev *TraceEvent) {
+		k := string(ev.Frame)
+		assert.Equal(t, traced[k], ev.SumKnown())
+		assert.Equal(t, frameSum(ev.Frame), ev.Sum())
+		if ev.SumKnown() {
+			known++
+		} else {
+			first++
+		}
+		traced[k] = true
+	}
+	for i := range 100 {
+		as1.Send(ectFrame(300, uint32(i), packet.ECNECT0))
+	}
+	l.RunUntil(Never)
+	assert.Greater(t, known, 100)
+	assert.Greater(t, first, 100, "corrupted or marked frames are traced anew")
+	assert.NotZero(t, s2b.Counters().ECNMarked)
+}

@@ -322,7 +322,9 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, c carried, in int32) b
 	n := len(frame)
 	drop := func() bool {
 		p.counters.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: c.sum, sumOK: c.sumOK})
+		ev := c.event(TraceDrop, p, frame)
+		ev.Cause = DropQueue
+		p.net.trace(ev)
 		return false
 	}
 	if p.lossless.stormUntil > p.net.loop.now {
@@ -526,7 +528,9 @@ func (p *Pipe) watchdog(now Time, prio int) {
 			p.dequeued(w)
 			sw.pfc.counters.DropWatchdog++
 			p.counters.DropQueue++
-			p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: p.net.buf(w.buf, w.n), Cause: DropQueue, sum: w.c.sum, sumOK: w.c.sumOK})
+			ev := w.c.event(TraceDrop, p, p.net.buf(w.buf, w.n))
+			ev.Cause = DropQueue
+			p.net.trace(ev)
 			p.net.putBuf(w.buf)
 		}
 		q.clear()

@@ -231,7 +231,16 @@ func (p *Pipe) serialization(n int) Time {
 
 // Send offers a frame to the pipe at the current time. The pipe copies it;
 // the caller keeps its buffer.
-func (p *Pipe) Send(frame []byte) { p.send(frame, -1, carried{}, -1) }
+//
+// With a trace installed, the frame's Sum is taken now, while the sender's
+// bytes are in the cache, rather than by its first trace a hop later.
+func (p *Pipe) Send(frame []byte) {
+	var c carried
+	if p.net.Trace != nil {
+		c.sum, c.sumOK = frameSum(frame), true
+	}
+	p.send(frame, -1, c, -1)
+}
 
 // send is Send of a frame of which the network knows c. If owned is a
 // buffer index (not -1), frame is that pool buffer, and the pipe may keep
@@ -251,7 +260,9 @@ func (p *Pipe) send(frame []byte, owned int32, c carried, in int32) bool {
 	if (p.cfg.QueueBytes > 0 && p.queueBytes+n > p.cfg.QueueBytes) ||
 		(p.cfg.QueueFrames > 0 && len(p.q)-p.qhead >= p.cfg.QueueFrames) {
 		pc.DropQueue++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropQueue, sum: c.sum, sumOK: c.sumOK})
+		ev := c.event(TraceDrop, p, frame)
+		ev.Cause = DropQueue
+		p.net.trace(ev)
 		return false
 	}
 	mark := p.redMarks()
@@ -273,7 +284,9 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 	n := len(frame)
 	if p.partitioned {
 		c.DropPartition++
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: DropPartition, sum: fc.sum, sumOK: fc.sumOK})
+		ev := fc.event(TraceDrop, p, frame)
+		ev.Cause = DropPartition
+		p.net.trace(ev)
 		return false
 	}
 	arrive := end + p.cfg.Delay
@@ -285,7 +298,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 			copy(buf, frame)
 		}
 		if mark && p.markCE(buf) {
-			fc.sumOK = false
+			fc = fc.changed()
 		}
 		p.deliverAt(arrive, pending{buf: i, n: int32(n), sum: fc.sum, flags: fc.flags()})
 		return owned >= 0
@@ -300,7 +313,9 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		} else {
 			c.DropLoss++
 		}
-		p.net.trace(TraceEvent{Kind: TraceDrop, Pipe: p, Frame: frame, Cause: cause, sum: fc.sum, sumOK: fc.sumOK})
+		ev := fc.event(TraceDrop, p, frame)
+		ev.Cause = cause
+		p.net.trace(ev)
 		return false
 	}
 	if len(d.Copies) > 1 {
@@ -320,13 +335,13 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		pd.buf, buf = p.net.getBuf(n)
 		copy(buf, frame)
 		if mark && p.markCE(buf) {
-			pd.flags &^= pendSum
+			pd.flags &^= pendSum | pendSeen
 		}
 		// Two flips can meet on one bit (see flip) and cancel out.
 		if len(cp.FlipBits) > 0 {
 			flip(buf[lo:hi], cp.FlipBits)
 			if !bytes.Equal(buf[lo:hi], frame[lo:hi]) {
-				pd.flags = pd.flags&^pendSum | pendCorrupt | pendFlipped
+				pd.flags = pd.flags&^(pendSum|pendSeen) | pendCorrupt | pendFlipped
 			}
 		}
 		p.deliverAt(arrive+Time(cp.Delay), pd)
@@ -344,7 +359,7 @@ func (p *Pipe) deliverAt(at Time, pd pending) {
 // deliver hands buf, pending as pd, to the far end (the caller frees it).
 func (p *Pipe) deliver(buf []byte, pd pending) {
 	c := &p.counters
-	ev := TraceEvent{Kind: TraceDeliver, Pipe: p, Frame: buf, sum: pd.sum, sumOK: pd.flags&pendSum != 0}
+	ev := pd.carried().event(TraceDeliver, p, buf)
 	if p.partitioned {
 		c.DropPartition++
 		ev.Kind, ev.Cause = TraceDrop, DropPartition
@@ -360,8 +375,7 @@ func (p *Pipe) deliver(buf []byte, pd pending) {
 		c.Corrupted++
 	}
 	net := p.net
-	net.rx.sum, net.rx.sumOK = net.trace(ev)
-	net.rx.flipped = pd.flags&pendFlipped != 0
+	net.rx = pd.carried().traced(net.trace(ev))
 	if p.reverse != nil && p.reverse.lossless != nil {
 		// A PAUSE is the MAC's: it stops the port it arrives at, and no
 		// node sees it.
