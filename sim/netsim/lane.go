@@ -38,7 +38,7 @@ func (pf *pendingFrames) atLane(ln int32, t Time, pd pending) {
 		pf.at(t, pd)
 		return
 	}
-	loop := pf.net.loop
+	loop := pf.sh.loop
 	e := laneEntry{at: max(t, loop.now), seq: loop.reserve(), pd: pd}
 	l.q = append(l.q, e)
 	if len(l.q)-l.head == 1 {
@@ -57,7 +57,7 @@ func (h *laneHead) Fire(ln uint64) {
 	l.head++
 	if l.head < len(l.q) {
 		next := &l.q[l.head]
-		pf.net.loop.callSeq(next.at, next.seq, pf.laneID, ln)
+		pf.sh.loop.callSeq(next.at, next.seq, pf.laneID, ln)
 	}
 	l.q, l.head = compactFIFO(l.q, l.head)
 	pf.fire(e.pd)

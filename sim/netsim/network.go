@@ -79,9 +79,14 @@ type port struct {
 	out *Pipe // the pipe leaving the node through this port
 }
 
-// Network is a set of nodes joined by links, run by one Loop.
+// Network is a set of nodes joined by links. Its nodes run in shards
+// (shard.go), each on its own Loop: one, unless AddShard made more.
 type Network struct {
-	loop *Loop
+	// shard is the first shard: the one NewNetwork's loop runs, and that
+	// of every node not put in another.
+	*shard
+	shards  []*shard
+	shardOf []int32 // by node
 	// pfcMask is the lossless priorities the switches with PFC agree on
 	// (pfcSet: some switch has PFC); 0: the single lossless class (pfc.go).
 	pfcMask uint8
@@ -90,33 +95,12 @@ type Network struct {
 	names   []string
 	ports   [][]port
 	pipes   []*Pipe
-	pend    pendingFrames
-	// serialID is the handler of PFC ports' serializer events (pfc.go).
-	serialID HandlerID
-	ev       TraceEvent // the event being traced: Trace's argument, not allocated per call
-	// Frame buffers, in slabs (see getBuf), and the free ones by capacity
-	// class.
-	slabs    []slab
-	newSlab  []int32 // by class: the slab whose slots are not all handed out yet, or -1
-	freeBufs [][]int32
-	// rx is what the network knows of the frame being delivered to a node,
-	// for a switch to pass along with it; rxIn says a delivery is going on.
-	rx   carried
-	rxIn bool
-	// rxBuf is the buffer of the frame being delivered to a node, which the
-	// node may take over (takeRx) while rxOwned.
-	rxBuf   int32
-	rxOwned bool
-	// Trace, when set, is called for every drop, delivery and partition.
-	Trace func(*TraceEvent)
 }
 
 // NewNetwork returns an empty network driven by loop.
 func NewNetwork(loop *Loop) *Network {
-	n := &Network{loop: loop}
-	n.pend.net = n
-	n.pend.id = loop.Handle(&n.pend)
-	n.pend.laneID = loop.Handle((*laneHead)(&n.pend))
+	n := &Network{}
+	n.shard = n.newShard(loop)
 	return n
 }
 
@@ -128,6 +112,7 @@ func (n *Network) AddNode(name string, node Node) NodeID {
 	n.nodes = append(n.nodes, node)
 	n.names = append(n.names, name)
 	n.ports = append(n.ports, nil)
+	n.shardOf = append(n.shardOf, 0)
 	return NodeID(len(n.nodes) - 1)
 }
 
@@ -163,8 +148,10 @@ func (n *Network) newPipe(from, to NodeID, toPort int, cfg PipeConfig) *Pipe {
 		from:   from,
 		to:     to,
 		toPort: toPort,
-		lane:   n.pend.newLane(),
+		sh:     n.shards[n.shardOf[from]],
+		rsh:    n.shards[n.shardOf[to]],
 	}
+	p.lane = p.rsh.pend.newLane() // its deliveries run in the receiver's shard
 	n.pipes = append(n.pipes, p)
 	return p
 }
@@ -199,7 +186,7 @@ func (n *Network) Totals() PipeCounters {
 
 // trace reports ev, and returns the frame's Sum if known (passed in, or
 // computed by the Trace function).
-func (n *Network) trace(ev TraceEvent) (uint32, bool) {
+func (n *shard) trace(ev TraceEvent) (uint32, bool) {
 	if n.Trace == nil {
 		return ev.sum, ev.sumOK
 	}
@@ -264,7 +251,7 @@ func (pd *pending) carried() carried {
 // checksum), so a receiver may take an intact frame's ICRC as checked, the
 // way a NIC checks it in hardware before the host sees the frame; only
 // frames that were not intact need the check in software.
-func (n *Network) Intact() bool { return n.rxIn && !n.rx.flipped }
+func (n *shard) Intact() bool { return n.rxIn && !n.rx.flipped }
 
 // pending is a frame held until an event: a copy in flight to the far end of
 // a pipe, or a frame a switch forwards after its latency. It names its pipe
@@ -295,6 +282,7 @@ const (
 // slot), so that a frame in flight costs no allocation.
 type pendingFrames struct {
 	net    *Network
+	sh     *shard
 	id     HandlerID
 	laneID HandlerID // lane events (lane.go)
 	slots  []pending
@@ -316,7 +304,7 @@ func (pf *pendingFrames) store(pd pending) uint32 {
 
 // at schedules pd for time t, as an event of its own.
 func (pf *pendingFrames) at(t Time, pd pending) {
-	pf.net.loop.Call(t, pf.id, uint64(pf.store(pd)))
+	pf.sh.loop.Call(t, pf.id, uint64(pf.store(pd)))
 }
 
 // Fire delivers or forwards the frame in slot i. The buffer goes back to
@@ -329,8 +317,8 @@ func (pf *pendingFrames) Fire(i uint64) {
 
 // fire delivers or forwards the frame pd holds.
 func (pf *pendingFrames) fire(pd pending) {
-	n := pf.net
-	p := n.pipes[pd.pipe]
+	n := pf.sh
+	p := pf.net.pipes[pd.pipe]
 	buf := n.buf(pd.buf, pd.n)
 	if pd.flags&pendForward != 0 {
 		if !p.send(buf, pd.buf, pd.carried(), pd.in) {
@@ -348,7 +336,7 @@ func (pf *pendingFrames) fire(pd pending) {
 
 // takeRx takes over the buffer of the frame being delivered, if nobody has:
 // a switch that forwards the frame later keeps it instead of a copy.
-func (n *Network) takeRx() (int32, bool) {
+func (n *shard) takeRx() (int32, bool) {
 	if !n.rxOwned {
 		return 0, false
 	}
@@ -375,14 +363,14 @@ type slab struct {
 const slabSlots = 64
 
 // buf returns the first n bytes of buffer i.
-func (n *Network) buf(i, size int32) []byte {
+func (n *shard) buf(i, size int32) []byte {
 	s := &n.slabs[i/slabSlots]
 	off := int(i%slabSlots) * s.size
 	return s.data[off : off+int(size) : off+s.size]
 }
 
 // getBuf returns a buffer of length size, and its index.
-func (n *Network) getBuf(size int) (int32, []byte) {
+func (n *shard) getBuf(size int) (int32, []byte) {
 	c := max(1, (size+bufClass-1)/bufClass)
 	for len(n.freeBufs) <= c {
 		n.freeBufs = append(n.freeBufs, nil)
@@ -408,7 +396,7 @@ func (n *Network) getBuf(size int) (int32, []byte) {
 }
 
 // putBuf returns buffer i to the pool.
-func (n *Network) putBuf(i int32) {
+func (n *shard) putBuf(i int32) {
 	c := n.slabs[i/slabSlots].size / bufClass
 	n.freeBufs[c] = append(n.freeBufs[c], i)
 }

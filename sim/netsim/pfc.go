@@ -182,7 +182,7 @@ func (s *Switch) PFCCounters() PFCCounters {
 func (p *Pipe) makeLossless() {
 	if p.lossless == nil {
 		p.lossless = &lossless{}
-		p.net.ensureSerialHandler()
+		p.sh.ensureSerialHandler()
 	}
 }
 
@@ -215,7 +215,7 @@ func (p *Pipe) PausedTimeOf(prio int) Time {
 	}
 	l := p.lossless
 	t := l.paused[prio]
-	if now := p.net.loop.now; l.pausedUntil[prio] > now {
+	if now := p.sh.loop.now; l.pausedUntil[prio] > now {
 		t -= l.pausedUntil[prio] - now // not over yet
 	}
 	return t
@@ -288,7 +288,7 @@ func (s *Switch) sendPause(port, prio int, quanta uint16) {
 		f.counters.XOffSent++
 		half := p.quantaTime(quanta) / 2
 		ep := f.episode[port][prio]
-		s.net.loop.At(s.net.loop.now+max(half, 1), func() {
+		s.sh.loop.At(s.sh.loop.now+max(half, 1), func() {
 			if f.pausing[port][prio] && f.episode[port][prio] == ep {
 				s.sendPause(port, prio, quanta)
 			}
@@ -324,10 +324,10 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, c carried, in int32) b
 		p.counters.DropQueue++
 		ev := c.event(TraceDrop, p, frame)
 		ev.Cause = DropQueue
-		p.net.trace(ev)
+		p.sh.trace(ev)
 		return false
 	}
-	if p.lossless.stormUntil > p.net.loop.now {
+	if p.lossless.stormUntil > p.sh.loop.now {
 		if sw, ok := p.net.nodes[p.from].(*Switch); ok {
 			sw.pfc.counters.DropWatchdog++
 		}
@@ -346,7 +346,7 @@ func (p *Pipe) enqueueLossless(frame []byte, owned int32, c carried, in int32) b
 	i := owned
 	if i < 0 {
 		var buf []byte
-		i, buf = p.net.getBuf(n)
+		i, buf = p.sh.getBuf(n)
 		copy(buf, frame)
 	}
 	w := waiting{buf: i, n: int32(n), c: c, mark: p.redMarks(), prio: int8(prio), in: in}
@@ -370,7 +370,7 @@ func (p *Pipe) serve() {
 	if l.serving {
 		return
 	}
-	now := p.net.loop.now
+	now := p.sh.loop.now
 	if len(l.ctrl) > 0 {
 		f := l.ctrl[0]
 		l.ctrl = l.ctrl[1:]
@@ -378,7 +378,7 @@ func (p *Pipe) serve() {
 		l.serving, l.cur = true, waiting{buf: -1, in: -1}
 		p.busyUntil = end
 		p.launch(f, -1, carried{}, false, end)
-		p.net.loop.Call(end, p.net.serialID, uint64(p.index))
+		p.sh.loop.Call(end, p.sh.serialID, uint64(p.index))
 		return
 	}
 	ready := func(prio int) bool { return l.q[prio].len() > 0 && now >= l.pausedUntil[prio] }
@@ -404,7 +404,7 @@ func (p *Pipe) serve() {
 	}
 	if wake != Never && l.wakeAt != wake {
 		l.wakeAt = wake
-		p.net.loop.Call(wake, p.net.serialID, uint64(p.index))
+		p.sh.loop.Call(wake, p.sh.serialID, uint64(p.index))
 	}
 }
 
@@ -414,18 +414,18 @@ func (p *Pipe) start(w waiting, now Time) {
 	end := now + p.serialization(int(w.n))
 	l.serving, l.cur = true, w
 	p.busyUntil = end
-	buf := p.net.buf(w.buf, w.n)
+	buf := p.sh.buf(w.buf, w.n)
 	if !p.launch(buf, w.buf, w.c, w.mark, end) {
-		p.net.putBuf(w.buf)
+		p.sh.putBuf(w.buf)
 	}
-	p.net.loop.Call(end, p.net.serialID, uint64(p.index))
+	p.sh.loop.Call(end, p.sh.serialID, uint64(p.index))
 }
 
 // serialDone ends the current frame's serialization (or a pause's wait):
 // the frame leaves the queue, its switch releases it, the next starts.
 func (p *Pipe) serialDone() {
 	l := p.lossless
-	now := p.net.loop.now
+	now := p.sh.loop.now
 	if l.serving && p.busyUntil <= now {
 		l.serving = false
 		if l.cur.buf >= 0 {
@@ -461,7 +461,7 @@ func (p *Pipe) pause(enable uint16, times [8]uint16) {
 	if l == nil {
 		return
 	}
-	now := p.net.loop.now
+	now := p.sh.loop.now
 	if l.stormUntil > now {
 		return // the watchdog ignores this port's PAUSEs for now
 	}
@@ -528,10 +528,10 @@ func (p *Pipe) watchdog(now Time, prio int) {
 			p.dequeued(w)
 			sw.pfc.counters.DropWatchdog++
 			p.counters.DropQueue++
-			ev := w.c.event(TraceDrop, p, p.net.buf(w.buf, w.n))
+			ev := w.c.event(TraceDrop, p, p.sh.buf(w.buf, w.n))
 			ev.Cause = DropQueue
-			p.net.trace(ev)
-			p.net.putBuf(w.buf)
+			p.sh.trace(ev)
+			p.sh.putBuf(w.buf)
 		}
 		q.clear()
 	}
@@ -555,9 +555,9 @@ func (p *Pipe) QuantaTime(q uint16) Time { return p.quantaTime(q) }
 
 // ensureSerialHandler registers the handler of PFC ports' serializer
 // events, once.
-func (n *Network) ensureSerialHandler() {
+func (n *shard) ensureSerialHandler() {
 	if n.serialID == 0 {
-		n.serialID = n.loop.Handle(serialHandler{n})
+		n.serialID = n.loop.Handle(serialHandler{n.net})
 	}
 }
 
@@ -572,7 +572,7 @@ func (p *Pipe) Lossless() bool { return p.lossless != nil }
 // frames waiting.
 func (p *Pipe) blocked(prio int) bool {
 	l := p.lossless
-	return l != nil && l.pausedUntil[prio] > p.net.loop.now && l.q[prio].len() > 0
+	return l != nil && l.pausedUntil[prio] > p.sh.loop.now && l.q[prio].len() > 0
 }
 
 // holdsFrom reports whether p's queue of priority prio holds a frame that

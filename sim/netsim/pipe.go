@@ -106,8 +106,9 @@ type queued struct {
 type Pipe struct {
 	name     string
 	index    int
-	lane     int32 // the lane of the copies in flight (lane.go)
+	lane     int32 // the lane of the copies in flight (lane.go), in rsh
 	net      *Network
+	sh, rsh  *shard // the shards of the sending and the receiving node
 	cfg      PipeConfig
 	from, to NodeID
 	toPort   int
@@ -161,7 +162,7 @@ func (p *Pipe) Faults() *fault.Model { return p.faults }
 // sent and frames in flight that arrive are dropped.
 func (p *Pipe) SetPartitioned(cut bool) {
 	p.partitioned = cut
-	p.net.trace(TraceEvent{Kind: TracePartition, Pipe: p, Cut: cut})
+	p.sh.trace(TraceEvent{Kind: TracePartition, Pipe: p, Cut: cut})
 }
 
 // Partitioned reports whether the pipe is cut.
@@ -169,14 +170,14 @@ func (p *Pipe) Partitioned() bool { return p.partitioned }
 
 // QueueBytes returns the bytes in the output queue now.
 func (p *Pipe) QueueBytes() int {
-	p.expire(p.net.loop.now)
+	p.expire(p.sh.loop.now)
 	return p.queueBytes
 }
 
 // BusyUntil returns when the serializer finishes the frames queued so far
 // (on a paused PFC port, counting from the pause's end).
 func (p *Pipe) BusyUntil() Time {
-	now := p.net.loop.now
+	now := p.sh.loop.now
 	l := p.lossless
 	if l == nil {
 		return max(p.busyUntil, now)
@@ -236,7 +237,7 @@ func (p *Pipe) serialization(n int) Time {
 // bytes are in the cache, rather than by its first trace a hop later.
 func (p *Pipe) Send(frame []byte) {
 	var c carried
-	if p.net.Trace != nil {
+	if p.sh.Trace != nil {
 		c.sum, c.sumOK = frameSum(frame), true
 	}
 	p.send(frame, -1, c, -1)
@@ -248,7 +249,7 @@ func (p *Pipe) Send(frame []byte) {
 // the frame came in by at the switch that sends it (-1: a host's frame),
 // for the switch's PFC accounting.
 func (p *Pipe) send(frame []byte, owned int32, c carried, in int32) bool {
-	now := p.net.loop.now
+	now := p.sh.loop.now
 	pc := &p.counters
 	pc.Sent++
 	pc.SentBytes += uint64(len(frame))
@@ -262,7 +263,7 @@ func (p *Pipe) send(frame []byte, owned int32, c carried, in int32) bool {
 		pc.DropQueue++
 		ev := c.event(TraceDrop, p, frame)
 		ev.Cause = DropQueue
-		p.net.trace(ev)
+		p.sh.trace(ev)
 		return false
 	}
 	mark := p.redMarks()
@@ -286,7 +287,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		c.DropPartition++
 		ev := fc.event(TraceDrop, p, frame)
 		ev.Cause = DropPartition
-		p.net.trace(ev)
+		p.sh.trace(ev)
 		return false
 	}
 	arrive := end + p.cfg.Delay
@@ -294,7 +295,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		i := owned
 		buf := frame
 		if i < 0 {
-			i, buf = p.net.getBuf(n)
+			i, buf = p.sh.getBuf(n)
 			copy(buf, frame)
 		}
 		if mark && p.markCE(buf) {
@@ -315,7 +316,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		}
 		ev := fc.event(TraceDrop, p, frame)
 		ev.Cause = cause
-		p.net.trace(ev)
+		p.sh.trace(ev)
 		return false
 	}
 	if len(d.Copies) > 1 {
@@ -332,7 +333,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 			pd.flags |= pendReordered
 		}
 		var buf []byte
-		pd.buf, buf = p.net.getBuf(n)
+		pd.buf, buf = p.sh.getBuf(n)
 		copy(buf, frame)
 		if mark && p.markCE(buf) {
 			pd.flags &^= pendSum | pendSeen
@@ -353,17 +354,22 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 // time at.
 func (p *Pipe) deliverAt(at Time, pd pending) {
 	pd.pipe = int32(p.index)
-	p.net.pend.atLane(p.lane, at, pd)
+	if p.rsh != p.sh {
+		p.sh.cross(p, at, pd)
+		return
+	}
+	p.sh.pend.atLane(p.lane, at, pd)
 }
 
 // deliver hands buf, pending as pd, to the far end (the caller frees it).
 func (p *Pipe) deliver(buf []byte, pd pending) {
 	c := &p.counters
+	r := p.rsh // deliveries run in the receiver's shard
 	ev := pd.carried().event(TraceDeliver, p, buf)
 	if p.partitioned {
 		c.DropPartition++
 		ev.Kind, ev.Cause = TraceDrop, DropPartition
-		p.net.trace(ev)
+		r.trace(ev)
 		return
 	}
 	c.Delivered++
@@ -374,21 +380,20 @@ func (p *Pipe) deliver(buf []byte, pd pending) {
 	if ev.Corrupt {
 		c.Corrupted++
 	}
-	net := p.net
-	net.rx = pd.carried().traced(net.trace(ev))
+	r.rx = pd.carried().traced(r.trace(ev))
 	if p.reverse != nil && p.reverse.lossless != nil {
 		// A PAUSE is the MAC's: it stops the port it arrives at, and no
 		// node sees it.
 		if enable, times, ok := packet.ParsePause(buf); ok {
 			c.PauseFrames++
 			p.reverse.pause(enable, times)
-			net.rx = carried{}
+			r.rx = carried{}
 			return
 		}
 	}
-	net.rxIn = true
-	net.nodes[p.to].Receive(p.toPort, buf)
-	net.rx, net.rxIn = carried{}, false
+	r.rxIn = true
+	p.net.nodes[p.to].Receive(p.toPort, buf)
+	r.rx, r.rxIn = carried{}, false
 }
 
 // flip inverts bits of b (positions as fault.Copy.FlipBits counts them).

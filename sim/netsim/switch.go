@@ -25,6 +25,7 @@ type SwitchCounters struct {
 // QPs spread. Its output queues are its ports' pipes.
 type Switch struct {
 	net  *Network
+	sh   *shard
 	id   NodeID
 	outs []*Pipe
 	// Forwarding tables: a port, or -1-g for ECMP group g. The keys are
@@ -111,7 +112,7 @@ func flowHash(f []byte, seed uint64) uint64 {
 // AddSwitch adds a switch that forwards each frame latency after it arrives.
 // Connect its ports, then call Network.Route.
 func (n *Network) AddSwitch(name string, latency Time) *Switch {
-	sw := &Switch{net: n, byMAC: map[uint64]int{}, byIP4: map[uint32]int{}, byIP6: map[netip.Addr]int{}, latency: latency,
+	sw := &Switch{net: n, sh: n.shard, byMAC: map[uint64]int{}, byIP4: map[uint32]int{}, byIP6: map[netip.Addr]int{}, latency: latency,
 		lane: n.pend.newLane()}
 	sw.id = n.AddNode(name, sw)
 	return sw
@@ -218,7 +219,7 @@ func (s *Switch) Receive(in int, frame []byte) {
 			if i != in {
 				if s.latency == 0 {
 					// A copy each: a pipe may change its own (an ECN mark).
-					p.send(frame, -1, s.net.rx, int32(in))
+					p.send(frame, -1, s.sh.rx, int32(in))
 				} else {
 					s.send(p, frame, int32(in))
 				}
@@ -261,29 +262,29 @@ func (s *Switch) Receive(in int, frame []byte) {
 // keeps the buffer it arrived in, if the network lets the switch take it
 // (once: a flooded frame is copied for the other ports).
 func (s *Switch) send(p *Pipe, frame []byte, in int32) {
-	c := s.net.rx
+	c := s.sh.rx
 	if s.latency == 0 {
 		// The frame is the buffer being delivered: the pipe may keep it
 		// instead of a copy (once; a flooded frame is copied for the
 		// other ports).
-		i, took := s.net.takeRx()
+		i, took := s.sh.takeRx()
 		if !took {
 			i = -1
 		}
 		if took && !p.send(frame, i, c, in) {
-			s.net.rxBuf, s.net.rxOwned = i, true // not kept: the deliverer frees it
+			s.sh.rxBuf, s.sh.rxOwned = i, true // not kept: the deliverer frees it
 		} else if !took {
 			p.send(frame, -1, c, in)
 		}
 		return
 	}
-	i, took := s.net.takeRx()
+	i, took := s.sh.takeRx()
 	if !took {
 		var buf []byte
-		i, buf = s.net.getBuf(len(frame))
+		i, buf = s.sh.getBuf(len(frame))
 		copy(buf, frame)
 	}
-	s.net.pend.atLane(s.lane, s.net.loop.now+s.latency, pending{
+	s.sh.pend.atLane(s.lane, s.sh.loop.now+s.latency, pending{
 		pipe: int32(p.index), buf: i, n: int32(len(frame)), sum: c.sum, in: in, flags: pendForward | c.flags(),
 	})
 }
