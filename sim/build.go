@@ -46,6 +46,12 @@ type world struct {
 	rec    *recorder
 	// lastHeal is the time the last fault or partition ends (0 if none).
 	lastHeal netsim.Time
+	// A Parallel scenario's switches run in a shard of their own
+	// (parallel.go), on swLoop, with their own recorder; loop runs the
+	// hosts.
+	swLoop  *netsim.Loop
+	swShard int
+	swRec   *recorder
 }
 
 // resolveHosts lists the scenario's hosts with their addresses.
@@ -137,6 +143,15 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 	}
 	w.rec = rec(loop)
 	w.net.Trace = w.rec.network
+	if sc.Parallel {
+		if err := parallelOK(sc); err != nil {
+			return nil, err
+		}
+		w.swLoop = netsim.NewLoop()
+		w.swShard = w.net.AddShard(w.swLoop)
+		w.swRec = w.rec.shard(w.swLoop)
+		w.net.SetShardTrace(w.swShard, w.swRec.network)
+	}
 	for _, hi := range infos {
 		dev, err := newDev(hi, fault.Stream(seed, "device/"+hi.Name).Uint64())
 		if err != nil {
@@ -157,6 +172,11 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 			return fmt.Errorf("node %s defined twice", ss.Name)
 		}
 		sw := w.net.AddSwitch(ss.Name, netsim.Time(ss.Latency))
+		if w.swLoop != nil {
+			if err := w.net.SetShard(sw.ID(), w.swShard); err != nil {
+				return err
+			}
+		}
 		w.sws = append(w.sws, sw)
 		w.swPFC = append(w.swPFC, ss.PFC)
 		w.byName[ss.Name] = sw.ID()
@@ -231,6 +251,11 @@ func build(sc *Scenario, seed uint64, newDev deviceFactory, rec func(*netsim.Loo
 	}
 	if err := w.net.Route(addrs); err != nil {
 		return nil, err
+	}
+	if w.swLoop != nil {
+		if la := w.net.Lookahead(); la <= 0 || la == netsim.Never {
+			return nil, fmt.Errorf("parallel: the hosts' links need a delay (a lookahead between hosts and switches), and hosts must be on switches: lookahead %s", la)
+		}
 	}
 	for _, sf := range static {
 		if sf.spec == "" {

@@ -116,6 +116,9 @@ func (f *flow) checkFinished(now netsim.Time) {
 	if f.completed == f.posted && (f.posted == len(f.ops) || f.failed) {
 		f.finished = true
 		f.a.run.active--
+		if f.a.run.active == 0 {
+			f.a.run.idleAt = now
+		}
 		f.a.run.logOp(f, "finished", f.posted, f.firstErr.String(), 0)
 	}
 }

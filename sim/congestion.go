@@ -121,33 +121,39 @@ const deadlockCheck = netsim.Millisecond
 // the congestion invariant unless the scenario expects one (sometimes:
 // pfc_deadlock).
 func (run *runState) watchDeadlocks() {
-	w := run.w
-	var check func()
-	check = func() {
+	var tick func()
+	tick = func() {
 		if run.active == 0 {
 			return
 		}
-		cycle := w.net.PFCDeadlock()
-		key := ""
-		names := make([]string, len(cycle))
-		for i, p := range cycle {
-			names[i] = p.Name()
-		}
-		if len(cycle) > 0 {
-			key = strings.Join(names, " ")
-		}
-		if key != "" && key == run.lastCycle {
-			found := len(run.deadlocks) == 0 || strings.Join(run.deadlocks[len(run.deadlocks)-1].Cycle, " ") != key
-			if found {
-				run.deadlocks = append(run.deadlocks, Deadlock{At: int64(w.loop.Now()), Cycle: names})
-				w.rec.event("pfc-deadlock", names...)
-				if !contains(w.sc.Expect.Sometimes, "pfc_deadlock") {
-					run.violate(invCongestion, "", "PFC deadlock: %s, each paused with frames waiting on the next", key)
-				}
+		run.checkDeadlock()
+		run.w.loop.After(deadlockCheck, tick)
+	}
+	run.w.loop.At(deadlockCheck, tick)
+}
+
+// checkDeadlock looks for a cycle of paused ports and reports one seen at
+// two checks in a row.
+func (run *runState) checkDeadlock() {
+	w := run.w
+	cycle := w.net.PFCDeadlock()
+	key := ""
+	names := make([]string, len(cycle))
+	for i, p := range cycle {
+		names[i] = p.Name()
+	}
+	if len(cycle) > 0 {
+		key = strings.Join(names, " ")
+	}
+	if key != "" && key == run.lastCycle {
+		found := len(run.deadlocks) == 0 || strings.Join(run.deadlocks[len(run.deadlocks)-1].Cycle, " ") != key
+		if found {
+			run.deadlocks = append(run.deadlocks, Deadlock{At: int64(w.loop.Now()), Cycle: names})
+			w.rec.event("pfc-deadlock", names...)
+			if !contains(w.sc.Expect.Sometimes, "pfc_deadlock") {
+				run.violate(invCongestion, "", "PFC deadlock: %s, each paused with frames waiting on the next", key)
 			}
 		}
-		run.lastCycle = key
-		w.loop.After(deadlockCheck, check)
 	}
-	w.loop.At(deadlockCheck, check)
+	run.lastCycle = key
 }

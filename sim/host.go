@@ -106,7 +106,7 @@ func newHost(index int, name string, loop *netsim.Loop, dev Device) *host {
 // tshark's is in packet/ and interop/).
 func (h *host) Receive(_ int, frame []byte) {
 	h.frames++
-	intact := h.net.Intact()
+	intact := h.net.IntactAt(h.id)
 	if h.accepted != nil && !intact && !icrcOK(frame) {
 		before := h.accepted()
 		h.dev.HandleFrame(h.loop.Now(), frame, false)

@@ -71,6 +71,8 @@ type runState struct {
 	hosts   []*hostRT
 	flows   []*flow
 	active  int
+	idleAt  netsim.Time // when active fell to 0
+	simEnd  netsim.Time // the time of the last event
 	stats   runStats
 	tallies map[string]*tally
 	err     error
@@ -203,8 +205,42 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		rep = newReporter(run, interval)
 		run.rep = rep
 	}
-	loop := w.loop
-	if w.pfc {
+	if w.swLoop != nil {
+		if opt.Pcap != nil {
+			w.rec.close()
+			return nil, fmt.Errorf("scenario %s: parallel: no capture (run it without parallel for one)", sc.Name)
+		}
+		run.simEnd = run.runParallel(end, rep)
+	} else {
+		run.runSerial(end, rep)
+	}
+	if run.err != nil {
+		w.rec.close() // the log up to the failure
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
+	}
+	if rep != nil {
+		run.report = rep.finish(min(run.simEnd, run.stats.lastDone+rep.interval))
+	}
+	run.fct = run.fcts()
+	res := run.result(end)
+	res.Report = run.report
+	res.FCT = run.fct
+	if pw != nil {
+		if err := pw.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if w.rec.err != nil {
+		return nil, fmt.Errorf("scenario %s: writing outputs: %w", sc.Name, w.rec.err)
+	}
+	return res, nil
+}
+
+// runSerial is RunWith's loop: events one after another while work is
+// outstanding, then for the grace period.
+func (run *runState) runSerial(end netsim.Time, rep *reporter) {
+	loop := run.w.loop
+	if run.w.pfc {
 		run.watchDeadlocks()
 	}
 	for run.active > 0 && run.err == nil && loop.Next() <= end {
@@ -223,26 +259,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 			run.pollCM()
 		}
 	}
-	if run.err != nil {
-		w.rec.close() // the log up to the failure
-		return nil, fmt.Errorf("scenario %s: %w", sc.Name, run.err)
-	}
-	if rep != nil {
-		run.report = rep.finish(min(loop.Now(), run.stats.lastDone+rep.interval))
-	}
-	run.fct = run.fcts()
-	res := run.result(end)
-	res.Report = run.report
-	res.FCT = run.fct
-	if pw != nil {
-		if err := pw.Close(); err != nil {
-			return nil, err
-		}
-	}
-	if w.rec.err != nil {
-		return nil, fmt.Errorf("scenario %s: writing outputs: %w", sc.Name, w.rec.err)
-	}
-	return res, nil
+	run.simEnd = loop.Now()
 }
 
 // setup creates the host objects and flows and schedules their starts.
@@ -342,9 +359,13 @@ func (run *runState) setup() error {
 func (run *runState) result(end netsim.Time) *Result {
 	w := run.w
 	s := &run.stats
-	now := w.loop.Now()
+	now := run.simEnd
+	events := w.loop.Fired()
+	if w.swLoop != nil {
+		events += w.swLoop.Fired()
+	}
 	res := &Result{
-		Scenario: w.sc.Name, Seed: w.seed, SimTime: int64(now), Events: w.loop.Fired(),
+		Scenario: w.sc.Name, Seed: w.seed, SimTime: int64(now), Events: events,
 		Flows: len(run.flows), Posted: s.posted, Completed: s.completed,
 		ByStatus: map[string]uint64{}, ByOp: map[string]uint64{}, Bytes: s.bytes,
 		Recvs: s.recvs, RecvErrors: s.recvErr, Reordered: s.reordered, Unidentified: s.unidentified,
@@ -473,7 +494,7 @@ func (run *runState) result(end netsim.Time) *Result {
 		res.Verdicts = append(res.Verdicts, v)
 	}
 	res.EventLog = w.rec.sum()
-	res.LogLines = w.rec.lines
+	res.LogLines = w.rec.lineCount()
 	return res
 }
 

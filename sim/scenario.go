@@ -54,8 +54,15 @@ type Scenario struct {
 	// FastRecovery gives the hosts softroce's faster loss recovery
 	// (rxe.Config.FastRecovery); without it they retransmit and NAK when
 	// kernel rxe's would.
-	FastRecovery bool       `json:"fast_recovery,omitempty"`
-	Expect       ExpectSpec `json:"expect,omitempty"`
+	FastRecovery bool `json:"fast_recovery,omitempty"`
+	// Parallel runs the hosts and the switches as two shards of the
+	// network, each on a core of its own where there are two (parallel.go):
+	// the run is as deterministic as any, and the same on one core or two,
+	// but simultaneous events in different shards run in another order
+	// than in a serial run, so its event log and details differ from the
+	// same scenario's without Parallel.
+	Parallel bool       `json:"parallel,omitempty"`
+	Expect   ExpectSpec `json:"expect,omitempty"`
 }
 
 // ExpectSpec states what a run must show beyond the invariants.

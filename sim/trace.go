@@ -34,6 +34,46 @@ type recorder struct {
 	cur    *traceBatch // the batch being filled
 	made   int         // batches made so far (at most batchPool)
 	closed bool
+
+	// In a sharded run (parallel.go) each shard has a recorder, and they
+	// hold their batches until a window ends, when the first shard's
+	// sends them all to the writer, which merges them by time (window).
+	windowed bool
+	held     []*traceBatch
+	peers    []*recorder // the other shards' recorders (the first shard's only)
+}
+
+// shard returns a recorder for another shard of a sharded run, which shares
+// r's writer; both hold their records until window.
+func (r *recorder) shard(loop *netsim.Loop) *recorder {
+	p := &recorder{loop: loop, w: r.w, windowed: true}
+	r.windowed = true
+	r.peers = append(r.peers, p)
+	return p
+}
+
+// window sends the writer every shard's records of the window that just
+// ended, to be merged by time (the first shard's first where times tie).
+func (r *recorder) window() {
+	job := traceJob{shards: make([][]*traceBatch, 0, 1+len(r.peers))}
+	for _, x := range append([]*recorder{r}, r.peers...) {
+		if x.cur != nil && len(x.cur.recs) > 0 {
+			x.held = append(x.held, x.cur)
+			x.cur = nil
+		}
+		job.shards = append(job.shards, x.held)
+		x.held = nil
+	}
+	r.w.sendJob(job)
+}
+
+// lineCount returns how many lines the recorder and its peers took down.
+func (r *recorder) lineCount() uint64 {
+	n := r.lines
+	for _, p := range r.peers {
+		n += p.lines
+	}
+	return n
 }
 
 func newRecorder(loop *netsim.Loop, log io.Writer, pcap *pcapio.Writer) *recorder {
@@ -54,6 +94,19 @@ func (r *recorder) rec(kind recKind) *traceRec {
 // batch returns an empty batch: a new one while fewer than batchPool exist,
 // else the next the writer hands back.
 func (r *recorder) batch() *traceBatch {
+	if r.windowed {
+		// Held until the window ends: take a free one if there is one,
+		// but never wait, the writer may be waiting for this window.
+		select {
+		case b := <-r.w.free:
+			return b
+		default:
+		}
+		if b, ok := batches.Get().(*traceBatch); ok {
+			return b
+		}
+		return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
+	}
 	if r.made < batchPool {
 		r.made++
 		if b, ok := batches.Get().(*traceBatch); ok {
@@ -67,7 +120,11 @@ func (r *recorder) batch() *traceBatch {
 // filled sends the current batch to the writer once it is full.
 func (r *recorder) filled() {
 	if b := r.cur; len(b.recs) >= batchRecs || len(b.text) >= batchText {
-		r.w.send(b)
+		if r.windowed {
+			r.held = append(r.held, b)
+		} else {
+			r.w.send(b)
+		}
 		r.cur = nil
 	}
 }
@@ -164,7 +221,9 @@ func (r *recorder) close() {
 		return
 	}
 	r.closed = true
-	if r.cur != nil && len(r.cur.recs) > 0 {
+	if r.windowed {
+		r.window()
+	} else if r.cur != nil && len(r.cur.recs) > 0 {
 		r.w.send(r.cur)
 	}
 	r.cur = nil

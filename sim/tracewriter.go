@@ -70,7 +70,7 @@ const flushAt = 16 << 10
 // traceWriter turns records into the event log's lines, hashes them and
 // writes them to the log, on a goroutine started by the first batch.
 type traceWriter struct {
-	todo    chan *traceBatch
+	todo    chan traceJob
 	free    chan *traceBatch
 	done    chan struct{}
 	started bool
@@ -82,18 +82,27 @@ type traceWriter struct {
 
 func newTraceWriter(log io.Writer) *traceWriter {
 	return &traceWriter{
-		todo: make(chan *traceBatch, batchPool), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
+		todo: make(chan traceJob, batchPool), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
 		hash: sha256.New(), log: log, buf: make([]byte, 0, flushAt+512),
 	}
 }
 
+// traceJob is what the writer is sent: a batch, or a window's batches of
+// every shard of a sharded run, each shard's in order.
+type traceJob struct {
+	one    *traceBatch
+	shards [][]*traceBatch
+}
+
 // send hands b to the writer goroutine, starting it if need be.
-func (w *traceWriter) send(b *traceBatch) {
+func (w *traceWriter) send(b *traceBatch) { w.sendJob(traceJob{one: b}) }
+
+func (w *traceWriter) sendJob(j traceJob) {
 	if !w.started {
 		w.started = true
 		go w.run()
 	}
-	w.todo <- b
+	w.todo <- j
 }
 
 // close waits for the writer to finish what it was sent and returns the
@@ -110,17 +119,78 @@ func (w *traceWriter) close() error {
 
 func (w *traceWriter) run() {
 	defer close(w.done)
-	for b := range w.todo {
-		for i := range b.recs {
-			w.buf = b.recs[i].appendLine(w.buf, b.text)
-			if len(w.buf) >= flushAt {
-				w.flush()
+	for j := range w.todo {
+		if b := j.one; b != nil {
+			for i := range b.recs {
+				w.line(&b.recs[i], b.text)
 			}
+			w.recycle(b)
+			continue
 		}
-		b.recs, b.text = b.recs[:0], b.text[:0]
-		w.free <- b
+		w.merge(j.shards)
 	}
 	w.flush()
+}
+
+func (w *traceWriter) line(x *traceRec, text []byte) {
+	w.buf = x.appendLine(w.buf, text)
+	if len(w.buf) >= flushAt {
+		w.flush()
+	}
+}
+
+// recycle returns a batch for the recorders to fill again (or, past those
+// the pool holds, to the batches of later runs).
+func (w *traceWriter) recycle(b *traceBatch) {
+	b.recs, b.text = b.recs[:0], b.text[:0]
+	select {
+	case w.free <- b:
+	default:
+		batches.Put(b)
+	}
+}
+
+// merge writes a window's records of every shard in order of time, the
+// earlier shard's first where times tie: each shard's records are in the
+// order its loop ran them, which never goes back in time.
+func (w *traceWriter) merge(shards [][]*traceBatch) {
+	type cursor struct {
+		bs   []*traceBatch
+		b, i int
+	}
+	cs := make([]cursor, len(shards))
+	for k, bs := range shards {
+		cs[k].bs = bs
+	}
+	head := func(c *cursor) *traceRec {
+		for c.b < len(c.bs) && c.i >= len(c.bs[c.b].recs) {
+			c.b, c.i = c.b+1, 0
+		}
+		if c.b == len(c.bs) {
+			return nil
+		}
+		return &c.bs[c.b].recs[c.i]
+	}
+	for {
+		best := -1
+		var bx *traceRec
+		for k := range cs {
+			if x := head(&cs[k]); x != nil && (bx == nil || x.at < bx.at) {
+				best, bx = k, x
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c := &cs[best]
+		w.line(bx, c.bs[c.b].text)
+		c.i++
+	}
+	for _, bs := range shards {
+		for _, b := range bs {
+			w.recycle(b)
+		}
+	}
 }
 
 // flush hashes (and writes to the log) the lines gathered so far.

@@ -237,6 +237,18 @@ func (l *Loop) RunUntil(t Time) {
 	}
 }
 
+// AdvanceTo moves the clock to t, which no scheduled event may precede: the
+// end of a window of a sharded network (shard.go), where every shard's
+// clock then reads the same.
+func (l *Loop) AdvanceTo(t Time) {
+	if l.Next() < t {
+		panic(fmt.Sprintf("netsim: AdvanceTo(%v) with an event due at %v", t, l.Next()))
+	}
+	if t > l.now {
+		l.now = t
+	}
+}
+
 // RunWhile runs events while cond returns true and events remain, checking
 // cond before each event. It returns false if it stopped because no events
 // were left.

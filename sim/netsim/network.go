@@ -362,9 +362,31 @@ type slab struct {
 
 const slabSlots = 64
 
+// Buffer indexes name their shard in their top bits: a frame handed to
+// another shard keeps its buffer, which goes back to its own shard when
+// freed (see Exchange).
+const (
+	shardShift = 27
+	localMask  = 1<<shardShift - 1
+	chunkSlabs = 1024 // slabs per chunk of a shard's table
+	maxChunks  = 1024
+)
+
+// slabOf returns the slab of buffer i, whichever shard's it is. A shard's
+// slabs are in a table of fixed chunks, never moved, so that another shard
+// may read a slab while this one adds others.
+func (n *shard) slabOf(i int32) *slab {
+	o := n
+	if k := i >> shardShift; k != n.idx {
+		o = n.net.shards[k]
+	}
+	j := (i & localMask) / slabSlots
+	return &o.chunks[j/chunkSlabs][j%chunkSlabs]
+}
+
 // buf returns the first n bytes of buffer i.
 func (n *shard) buf(i, size int32) []byte {
-	s := &n.slabs[i/slabSlots]
+	s := n.slabOf(i)
 	off := int(i%slabSlots) * s.size
 	return s.data[off : off+int(size) : off+s.size]
 }
@@ -383,21 +405,33 @@ func (n *shard) getBuf(size int) (int32, []byte) {
 	}
 	k := n.newSlab[c]
 	if k < 0 {
-		k = int32(len(n.slabs))
-		n.slabs = append(n.slabs, slab{size: c * bufClass, data: make([]byte, slabSlots*c*bufClass)})
+		k = n.nslabs
+		if k/chunkSlabs >= maxChunks {
+			panic("netsim: more frame buffers than a shard holds")
+		}
+		if n.chunks[k/chunkSlabs] == nil {
+			n.chunks[k/chunkSlabs] = new([chunkSlabs]slab)
+		}
+		n.chunks[k/chunkSlabs][k%chunkSlabs] = slab{size: c * bufClass, data: make([]byte, slabSlots*c*bufClass)}
+		n.nslabs++
 		n.newSlab[c] = k
 	}
-	s := &n.slabs[k]
-	i := k*slabSlots + int32(s.used)
+	s := &n.chunks[k/chunkSlabs][k%chunkSlabs]
+	i := n.idx<<shardShift | k*slabSlots + int32(s.used)
 	if s.used++; s.used == slabSlots {
 		n.newSlab[c] = -1
 	}
 	return i, n.buf(i, int32(size))
 }
 
-// putBuf returns buffer i to the pool.
+// putBuf frees buffer i: into this shard's pool, or, another shard's, onto
+// the list that goes back to it at the next Exchange.
 func (n *shard) putBuf(i int32) {
-	c := n.slabs[i/slabSlots].size / bufClass
+	if k := i >> shardShift; k != n.idx {
+		n.returns[k] = append(n.returns[k], i)
+		return
+	}
+	c := n.slabOf(i).size / bufClass
 	n.freeBufs[c] = append(n.freeBufs[c], i)
 }
 

@@ -12,11 +12,16 @@ import "fmt"
 // delivers no sooner than its propagation delay after it launches a frame:
 // the lookahead. So a window of the lookahead's length ([t, t+lookahead))
 // runs in every shard without anything from the others arriving in it; at
-// its end, with every shard stopped, Exchange hands the frames that crossed
-// to the shards they arrive in, which schedule their deliveries. What runs
-// in a window, and in what order, depends only on the shards' states at its
-// start: one goroutine running the shards one after another gives the same
-// events, bit for bit, as a goroutine per shard.
+// its end, with every shard stopped, Exchange makes the frames that crossed
+// ready, and each shard, at the start of its next window, Imports those
+// sent to it and schedules their deliveries. What runs in a window, and in
+// what order, depends only on the shards' states at its start: one
+// goroutine running the shards one after another gives the same events,
+// bit for bit, as a goroutine per shard.
+//
+// A frame crosses with its buffer, not a copy: its sender no longer
+// touches it, and the shard that frees it hands it back to its own at the
+// next Exchange.
 type shard struct {
 	net  *Network
 	loop *Loop
@@ -24,11 +29,16 @@ type shard struct {
 	// serialID is the handler of PFC ports' serializer events (pfc.go).
 	serialID HandlerID
 	ev       TraceEvent // the event being traced: Trace's argument, not allocated per call
+	idx      int32      // the shard's number
 	// Frame buffers, in slabs (see getBuf), and the free ones by capacity
-	// class.
-	slabs    []slab
-	newSlab  []int32 // by class: the slab whose slots are not all handed out yet, or -1
-	freeBufs [][]int32
+	// class; other shards' buffers this one freed, by shard, until the
+	// next Exchange, and then until their shards take them back.
+	chunks       [maxChunks]*[chunkSlabs]slab
+	nslabs       int32
+	newSlab      []int32 // by class: the slab whose slots are not all handed out yet, or -1
+	freeBufs     [][]int32
+	returns      [][]int32
+	readyReturns [][]int32
 	// rx is what the network knows of the frame being delivered to a node,
 	// for a switch to pass along with it; rxIn says a delivery is going on.
 	rx   carried
@@ -41,22 +51,32 @@ type shard struct {
 	// the shard (a delivery is the receiving shard's).
 	Trace func(*TraceEvent)
 
-	// Frames launched towards another shard in this window, their bytes
-	// in crossBytes, until Exchange.
-	crossing   []crossing
-	crossBytes []byte
+	// Frames launched towards another shard in this window, until
+	// Exchange; then those of the last window, ready for the shards they
+	// go to to Import, and the earliest of their times. A frame keeps its
+	// buffer (pd.buf) on the way.
+	crossing []crossing
+	ready    []crossing
+	readyMin Time
 }
 
-// crossing is a frame in flight to another shard: its delivery, due at at,
-// with its bytes at off in crossBytes (pd.buf is not used).
+// crossing is a frame in flight to another shard: its delivery, due at at.
 type crossing struct {
-	at  Time
-	pd  pending
-	off int
+	at Time
+	pd pending
 }
 
 func (n *Network) newShard(loop *Loop) *shard {
-	sh := &shard{net: n, loop: loop}
+	if len(n.shards) >= 1<<(31-shardShift) {
+		panic("netsim: too many shards")
+	}
+	sh := &shard{net: n, loop: loop, idx: int32(len(n.shards)), readyMin: Never}
+	for _, o := range n.shards {
+		o.returns = append(o.returns, nil)
+		o.readyReturns = append(o.readyReturns, nil)
+	}
+	sh.returns = make([][]int32, len(n.shards)+1)
+	sh.readyReturns = make([][]int32, len(n.shards)+1)
 	sh.pend.net, sh.pend.sh = n, sh
 	sh.pend.id = loop.Handle(&sh.pend)
 	sh.pend.laneID = loop.Handle((*laneHead)(&sh.pend))
@@ -117,30 +137,53 @@ func (n *Network) Lookahead() Time {
 	return la
 }
 
-// cross takes a frame launched towards another shard off this one: its
-// bytes are copied out and its buffer freed, until Exchange.
+// cross holds a frame launched towards another shard until Exchange.
 func (n *shard) cross(p *Pipe, at Time, pd pending) {
-	off := len(n.crossBytes)
-	n.crossBytes = append(n.crossBytes, n.buf(pd.buf, pd.n)...)
-	n.putBuf(pd.buf)
-	n.crossing = append(n.crossing, crossing{at: at, pd: pd, off: off})
+	n.crossing = append(n.crossing, crossing{at: at, pd: pd})
 }
 
-// Exchange hands every frame that crossed between shards since the last
-// Exchange to the shard it arrives in, in the order they were launched
-// (shard by shard), and schedules their deliveries there. Call it only
-// while no shard's loop runs, at the end of a window: the deliveries are
-// due no sooner than the window's end.
+// Exchange ends a window: the frames that crossed between shards in it
+// become ready for the shards they arrive in, each of which schedules
+// their deliveries when it Imports them, at the start of its next window,
+// on its own goroutine. Call it only while no shard's loop runs, and only
+// after every shard imported what the last Exchange made ready.
 func (n *Network) Exchange() {
 	for _, sh := range n.shards {
-		for _, c := range sh.crossing {
-			p := n.pipes[c.pd.pipe]
-			r := p.rsh
-			i, buf := r.getBuf(int(c.pd.n))
-			copy(buf, sh.crossBytes[c.off:c.off+int(c.pd.n)])
-			c.pd.buf = i
-			r.pend.atLane(p.lane, c.at, c.pd)
+		sh.ready, sh.crossing = sh.crossing, sh.ready[:0]
+		for k := range sh.returns {
+			sh.readyReturns[k], sh.returns[k] = sh.returns[k], sh.readyReturns[k][:0]
 		}
-		sh.crossing, sh.crossBytes = sh.crossing[:0], sh.crossBytes[:0]
+		sh.readyMin = Never
+		for i := range sh.ready {
+			sh.readyMin = min(sh.readyMin, sh.ready[i].at)
+		}
+	}
+}
+
+// Ready returns the earliest delivery the last Exchange made ready, or
+// Never: the next window starts no later.
+func (n *Network) Ready() Time {
+	t := Never
+	for _, sh := range n.shards {
+		t = min(t, sh.readyMin)
+	}
+	return t
+}
+
+// Import schedules the deliveries, in shard k, of the frames the last
+// Exchange made ready for it, in the order they were launched (shard by
+// shard). Every shard may import at the same time, each from the goroutine
+// that runs it.
+func (n *Network) Import(k int) {
+	r := n.shards[k]
+	for _, sh := range n.shards {
+		for _, i := range sh.readyReturns[k] {
+			r.putBuf(i)
+		}
+		for _, c := range sh.ready {
+			if p := n.pipes[c.pd.pipe]; p.rsh == r {
+				r.pend.atLane(p.lane, c.at, c.pd)
+			}
+		}
 	}
 }

@@ -59,12 +59,13 @@ func shardedRun(t *testing.T, parallel bool) (got []string, trace []string) {
 	la := n.Lookahead()
 	require.Equal(t, Microsecond, la)
 	for {
-		start := min(hl.Next(), fl.Next())
+		start := min(hl.Next(), fl.Next(), n.Ready())
 		if start == Never {
 			break
 		}
 		end := start + la
-		run := func(l *Loop) {
+		run := func(k int, l *Loop) {
+			n.Import(k)
 			for l.Next() < end {
 				l.Step()
 			}
@@ -72,12 +73,12 @@ func shardedRun(t *testing.T, parallel bool) (got []string, trace []string) {
 		if parallel {
 			var wg sync.WaitGroup
 			wg.Add(1)
-			go func() { defer wg.Done(); run(fl) }()
-			run(hl)
+			go func() { defer wg.Done(); run(f, fl) }()
+			run(0, hl)
 			wg.Wait()
 		} else {
-			run(hl)
-			run(fl)
+			run(0, hl)
+			run(f, fl)
 		}
 		n.Exchange()
 	}
