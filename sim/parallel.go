@@ -44,11 +44,11 @@ type shardRunner struct {
 	done  chan struct{}
 }
 
-func startShard(n *netsim.Network, k int) *shardRunner {
-	r := &shardRunner{start: make(chan netsim.Time), done: make(chan struct{})}
+func startShard(n *netsim.Network, k int, rec *recorder) *shardRunner {
+	r := &shardRunner{start: make(chan netsim.Time, 1), done: make(chan struct{}, 1)}
 	go func() {
 		for stop := range r.start {
-			runShard(n, k, stop)
+			runShard(n, k, stop, rec)
 			r.done <- struct{}{}
 		}
 	}()
@@ -56,13 +56,14 @@ func startShard(n *netsim.Network, k int) *shardRunner {
 }
 
 // runShard runs shard k's window until stop: the frames that crossed to it
-// in the last, then its events.
-func runShard(n *netsim.Network, k int, stop netsim.Time) {
+// in the last, then its events; then it formats the window's lines.
+func runShard(n *netsim.Network, k int, stop netsim.Time, rec *recorder) {
 	n.Import(k)
 	l := n.ShardLoop(k)
 	for l.Next() < stop {
 		l.Step()
 	}
+	rec.format()
 }
 
 // runParallel is RunWith's loop for a Parallel scenario: it runs windows
@@ -74,7 +75,7 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 	la := w.net.Lookahead()
 	var sr *shardRunner
 	if runtime.GOMAXPROCS(0) > 1 {
-		sr = startShard(w.net, w.swShard)
+		sr = startShard(w.net, w.swShard, w.swRec)
 		defer close(sr.start)
 	}
 	nextCheck := netsim.Never
@@ -99,13 +100,14 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 		if sr != nil {
 			sr.start <- stop
 		} else {
-			runShard(w.net, w.swShard, stop)
+			runShard(w.net, w.swShard, stop, w.swRec)
 		}
 		w.net.Import(0)
 		for hl.Next() < stop {
 			hl.Step()
 			run.pollCM()
 		}
+		w.rec.format()
 		if sr != nil {
 			<-sr.done
 		}

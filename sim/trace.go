@@ -57,14 +57,27 @@ func (r *recorder) shard(loop *netsim.Loop) *recorder {
 func (r *recorder) window() {
 	job := traceJob{shards: make([][]*traceBatch, 0, 1+len(r.peers))}
 	for _, x := range append([]*recorder{r}, r.peers...) {
-		if x.cur != nil && len(x.cur.recs) > 0 {
-			x.held = append(x.held, x.cur)
-			x.cur = nil
-		}
+		x.format()
 		job.shards = append(job.shards, x.held)
 		x.held = nil
 	}
 	r.w.sendJob(job)
+}
+
+// format turns the records held so far into their lines, on the goroutine
+// of the recorder's shard (each shard formats its own at the end of its
+// window, so that the writer only merges and hashes).
+func (r *recorder) format() {
+	if r.cur != nil && len(r.cur.recs) > 0 {
+		r.held = append(r.held, r.cur)
+		r.cur = nil
+	}
+	for _, b := range r.held {
+		for i := len(b.ends); i < len(b.recs); i++ {
+			b.lines = b.recs[i].appendLine(b.lines, b.text)
+			b.ends = append(b.ends, int32(len(b.lines)))
+		}
+	}
 }
 
 // lineCount returns how many lines the recorder and its peers took down.

@@ -51,6 +51,10 @@ type traceRec struct {
 type traceBatch struct {
 	recs []traceRec
 	text []byte
+	// lines, in a sharded run, are the records' lines, formatted by the
+	// shard's own goroutine (recorder.format): rec i's is lines[ends[i-1]:ends[i]].
+	lines []byte
+	ends  []int32
 }
 
 // Batches: how many records or text bytes fill one, and how many exist (the
@@ -60,6 +64,11 @@ const (
 	batchText = 32 << 10
 	batchPool = 4
 )
+
+// windowJobs is how many jobs may wait for the writer: a sharded run sends
+// one per window, windows are short, and the shards run ahead of the
+// writer while it catches up on the time they wait on each other.
+const windowJobs = 64
 
 // flushAt is how many bytes of log lines the writer gathers before it hashes
 // them (and writes them to the log): hashing lines one by one costs more
@@ -82,7 +91,7 @@ type traceWriter struct {
 
 func newTraceWriter(log io.Writer) *traceWriter {
 	return &traceWriter{
-		todo: make(chan traceJob, batchPool), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
+		todo: make(chan traceJob, windowJobs), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
 		hash: sha256.New(), log: log, buf: make([]byte, 0, flushAt+512),
 	}
 }
@@ -142,7 +151,7 @@ func (w *traceWriter) line(x *traceRec, text []byte) {
 // recycle returns a batch for the recorders to fill again (or, past those
 // the pool holds, to the batches of later runs).
 func (w *traceWriter) recycle(b *traceBatch) {
-	b.recs, b.text = b.recs[:0], b.text[:0]
+	b.recs, b.text, b.lines, b.ends = b.recs[:0], b.text[:0], b.lines[:0], b.ends[:0]
 	select {
 	case w.free <- b:
 	default:
@@ -150,41 +159,62 @@ func (w *traceWriter) recycle(b *traceBatch) {
 	}
 }
 
-// merge writes a window's records of every shard in order of time, the
+// merge writes a window's lines of every shard in order of time, the
 // earlier shard's first where times tie: each shard's records are in the
-// order its loop ran them, which never goes back in time.
+// order its loop ran them, which never goes back in time. The shards
+// formatted their lines themselves.
 func (w *traceWriter) merge(shards [][]*traceBatch) {
 	type cursor struct {
 		bs   []*traceBatch
 		b, i int
 	}
-	cs := make([]cursor, len(shards))
-	for k, bs := range shards {
-		cs[k].bs = bs
-	}
-	head := func(c *cursor) *traceRec {
-		for c.b < len(c.bs) && c.i >= len(c.bs[c.b].recs) {
-			c.b, c.i = c.b+1, 0
+	cs := make([]cursor, 0, len(shards))
+	for _, bs := range shards {
+		if len(bs) > 0 {
+			cs = append(cs, cursor{bs: bs})
 		}
-		if c.b == len(c.bs) {
-			return nil
-		}
-		return &c.bs[c.b].recs[c.i]
 	}
-	for {
-		best := -1
-		var bx *traceRec
-		for k := range cs {
-			if x := head(&cs[k]); x != nil && (bx == nil || x.at < bx.at) {
-				best, bx = k, x
+	for len(cs) > 0 {
+		best := 0
+		for k := 1; k < len(cs); k++ {
+			if cs[k].bs[cs[k].b].recs[cs[k].i].at < cs[best].bs[cs[best].b].recs[cs[best].i].at {
+				best = k
 			}
 		}
-		if best < 0 {
-			break
-		}
 		c := &cs[best]
-		w.line(bx, c.bs[c.b].text)
-		c.i++
+		b := c.bs[c.b]
+		// Take this shard's lines up to the next shard's in one copy:
+		// those before the others' heads (or at their time, for a head
+		// of a later shard).
+		limit := netsim.Never
+		for k := range cs {
+			if k != best {
+				at := cs[k].bs[cs[k].b].recs[cs[k].i].at
+				if k > best {
+					at++
+				}
+				limit = min(limit, at)
+			}
+		}
+		j := c.i
+		for j < len(b.recs) && b.recs[j].at < limit {
+			j++
+		}
+		lo := int32(0)
+		if c.i > 0 {
+			lo = b.ends[c.i-1]
+		}
+		w.buf = append(w.buf, b.lines[lo:b.ends[j-1]]...)
+		if len(w.buf) >= flushAt {
+			w.flush()
+		}
+		c.i = j
+		if c.i == len(b.recs) {
+			c.b, c.i = c.b+1, 0
+			if c.b == len(c.bs) {
+				cs = append(cs[:best], cs[best+1:]...)
+			}
+		}
 	}
 	for _, bs := range shards {
 		for _, b := range bs {
