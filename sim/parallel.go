@@ -14,7 +14,9 @@ import (
 // only on the hosts' links, whose delay is the lookahead: they run a window
 // of it at a time, then exchange the frames that crossed. Whatever samples
 // or checks the whole network (the report's samples, the PFC deadlock
-// check) runs between windows, which end at the times those are due.
+// check) runs between windows: at its time if no event ran since, else at
+// the end of the window (at most the lookahead, 1 us in a data centre,
+// after it).
 //
 // Each window's events depend only on the shards' states at its start, so
 // a run is the same on one core as on two. It is not the same as a serial
@@ -120,18 +122,17 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 	}
 	next := func() netsim.Time { return min(hl.Next(), sl.Next(), w.net.Ready()) }
 	// runUntil runs windows while cond holds and events are due by limit.
+	// Windows lie on a grid of the lookahead, whatever else the run does
+	// (a report, say), so that they, and the order of events, depend on
+	// the scenario and the seed alone.
 	runUntil := func(limit netsim.Time, cond func() bool) {
 		for cond() {
 			t := next()
 			if t > limit {
 				return
 			}
-			barrier(t) // nothing ran since the last window: what was due by t sees the same state
-			stop := min(t+la, limit+1, nextCheck)
-			if rep != nil {
-				stop = min(stop, rep.next)
-			}
-			window(stop)
+			barrier(t) // nothing ran since the last window: what was due by t sees the state it would have
+			window(min((t/la+1)*la, limit+1))
 		}
 	}
 	runUntil(end, func() bool { return run.active > 0 && run.err == nil })

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/softroce/softroce/sim/netsim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,6 +38,12 @@ func TestParallelSameOnAnyCores(t *testing.T) {
 				assert.Equal(t, logs[i], res[i].EventLog)
 			}
 			assert.Equal(t, logs[0], logs[1])
+			// A report samples between windows, without moving them.
+			rep, err := RunWith(sc, 1, Options{Report: 50 * netsim.Microsecond})
+			require.NoError(t, err)
+			require.NotNil(t, rep.Report)
+			assert.NotZero(t, rep.Report.Samples)
+			assert.Equal(t, logs[0], rep.EventLog)
 			assert.Equal(t, res[0].Events, res[1].Events)
 			assert.Equal(t, res[0].Network, res[1].Network)
 			assert.Equal(t, res[0].Frames, res[1].Frames)
