@@ -7,8 +7,8 @@
 //
 // A run is a pure function of (scenario, seed, source code). One goroutine
 // runs one event loop (another turns the event log's records into text and
-// its hash, in order, and decides nothing); events are ordered by (virtual time, scheduling
-// sequence number); every random choice (fault decisions per link direction,
+// its hash, in order, and decides nothing); events are ordered by (virtual
+// time, scheduling sequence number); every random choice (fault decisions per link direction,
 // operation mix and sizes per flow, starting PSNs, device key bytes) comes
 // from a stream derived from the seed by name (fault.Stream), so adding a
 // flow or a fault does not perturb the others; nothing reads the wall clock,
@@ -21,6 +21,16 @@
 // line names its length, a fingerprint (sum=) and its opcode, QPN and PSN;
 // the lines of its later hops, where it arrives unchanged, name the link,
 // length and fingerprint only.
+//
+// A scenario marked "parallel" runs on two cores (parallel.go): its hosts
+// on one loop, its switches on another, a window of the host links' delay
+// at a time, the frames that crossed exchanged between windows. It is as
+// deterministic (the same on one core as on two, with or without a
+// report), but events of the two halves at the same instant run in the
+// windows' order, not in the order they were scheduled, so its event log
+// differs from the serial run's. The report's samples and the PFC deadlock
+// check run between windows; timed faults, partitions, PFC storms and
+// captures are refused.
 //
 // # Model
 //
@@ -93,6 +103,7 @@
 //	  "congestion": {"dcqcn": true,          // or "ecn", "np", "rp" one by one
 //	                 "params": {"rp_ai_rate": 20}},  // mlx5 names and units
 //	  "fast_recovery": false,                // true: recover from loss sooner than kernel rxe does
+//	  "parallel": false,                     // true: hosts and switches on two cores (see Determinism)
 //	  "expect": {"statuses": ["SUCCESS", "RETRY_EXC_ERR", "WR_FLUSH_ERR"],
 //	             "sometimes": ["retransmit", "rnr", "nak_seq", "duplicate_request", "corrupt",
 //	                           "drop_queue", "partition", "retry_exceeded", "uc_loss", "ud_loss",

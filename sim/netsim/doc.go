@@ -3,11 +3,14 @@
 // queue, drop, duplicate, reorder, corrupt, ECN-mark and (with PFC) pause
 // Ethernet frames.
 //
-// Everything runs on one goroutine. Events are ordered by (virtual time,
+// A Loop runs on one goroutine. Events are ordered by (virtual time,
 // scheduling sequence number); randomness comes from streams derived from one
 // seed by name; nothing iterates a map in an order that matters. The same
 // inputs and seed therefore give the same sequence of events, bit for bit, on
-// any machine. Frames in flight on a pipe, and frames a switch holds for its
+// any machine. A network may be split in shards, each on a Loop of its own
+// (shard.go), which a caller may run on goroutines of its own, a window of
+// the pipes' delay between shards at a time: the events are the same as
+// when they run one after another. Frames in flight on a pipe, and frames a switch holds for its
 // latency, wait in lanes whose times never decrease, with only each lane's
 // head in the event heap under the time and sequence number it was given
 // (lane.go): the order is the same, and the heap stays small.
