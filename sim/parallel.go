@@ -111,7 +111,19 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 		}
 		w.rec.format()
 		if sr != nil {
-			<-sr.done
+			// Write the log's waiting windows while the switches run.
+		wait:
+			for {
+				select {
+				case <-sr.done:
+					break wait
+				default:
+				}
+				if !w.rec.writeSome() {
+					<-sr.done
+					break
+				}
+			}
 		}
 		last = max(last, hl.Now(), sl.Now())
 		hl.AdvanceTo(stop)

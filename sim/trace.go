@@ -36,12 +36,22 @@ type recorder struct {
 	closed bool
 
 	// In a sharded run (parallel.go) each shard has a recorder, and they
-	// hold their batches until a window ends, when the first shard's
-	// sends them all to the writer, which merges them by time (window).
+	// hold their batches until a window ends; each shard formats its own
+	// lines, and the first shard's recorder merges them all by time and
+	// hashes them (window, writeSome) on its own goroutine, while it
+	// waits for the others.
 	windowed bool
 	held     []*traceBatch
 	peers    []*recorder // the other shards' recorders (the first shard's only)
+	// jobs are windows not yet written, in a sharded run: the first
+	// shard's goroutine writes them while it waits for the others
+	// (writeSome), so that no third goroutine takes a core from a shard.
+	jobs []traceJob
 }
+
+// maxJobs bounds the windows waiting to be written: past it, the first
+// shard writes them before it runs on.
+const maxJobs = 16
 
 // shard returns a recorder for another shard of a sharded run, which shares
 // r's writer; both hold their records until window.
@@ -52,8 +62,8 @@ func (r *recorder) shard(loop *netsim.Loop) *recorder {
 	return p
 }
 
-// window sends the writer every shard's records of the window that just
-// ended, to be merged by time (the first shard's first where times tie).
+// window queues every shard's records of the window that just ended, to be
+// merged by time (the first shard's first where times tie) and hashed.
 func (r *recorder) window() {
 	job := traceJob{shards: make([][]*traceBatch, 0, 1+len(r.peers))}
 	for _, x := range append([]*recorder{r}, r.peers...) {
@@ -61,7 +71,25 @@ func (r *recorder) window() {
 		job.shards = append(job.shards, x.held)
 		x.held = nil
 	}
-	r.w.sendJob(job)
+	r.jobs = append(r.jobs, job)
+	for len(r.jobs) > maxJobs {
+		r.writeSome()
+	}
+}
+
+// writeSome writes the oldest window waiting, and reports whether there
+// was one.
+func (r *recorder) writeSome() bool {
+	if len(r.jobs) == 0 {
+		return false
+	}
+	r.w.do(r.jobs[0])
+	r.jobs[0] = traceJob{}
+	r.jobs = r.jobs[1:]
+	if len(r.jobs) == 0 {
+		r.jobs = r.jobs[:0:0]
+	}
+	return true
 }
 
 // format turns the records held so far into their lines, on the goroutine
@@ -236,6 +264,8 @@ func (r *recorder) close() {
 	r.closed = true
 	if r.windowed {
 		r.window()
+		for r.writeSome() {
+		}
 	} else if r.cur != nil && len(r.cur.recs) > 0 {
 		r.w.send(r.cur)
 	}

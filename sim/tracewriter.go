@@ -65,11 +65,6 @@ const (
 	batchPool = 4
 )
 
-// windowJobs is how many jobs may wait for the writer: a sharded run sends
-// one per window, windows are short, and the shards run ahead of the
-// writer while it catches up on the time they wait on each other.
-const windowJobs = 64
-
 // flushAt is how many bytes of log lines the writer gathers before it hashes
 // them (and writes them to the log): hashing lines one by one costs more
 // than the hashing itself. The digest does not depend on how the log is cut
@@ -91,7 +86,7 @@ type traceWriter struct {
 
 func newTraceWriter(log io.Writer) *traceWriter {
 	return &traceWriter{
-		todo: make(chan traceJob, windowJobs), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
+		todo: make(chan traceJob, batchPool), free: make(chan *traceBatch, batchPool), done: make(chan struct{}),
 		hash: sha256.New(), log: log, buf: make([]byte, 0, flushAt+512),
 	}
 }
@@ -129,16 +124,21 @@ func (w *traceWriter) close() error {
 func (w *traceWriter) run() {
 	defer close(w.done)
 	for j := range w.todo {
-		if b := j.one; b != nil {
-			for i := range b.recs {
-				w.line(&b.recs[i], b.text)
-			}
-			w.recycle(b)
-			continue
-		}
-		w.merge(j.shards)
+		w.do(j)
 	}
 	w.flush()
+}
+
+// do writes a job's lines.
+func (w *traceWriter) do(j traceJob) {
+	if b := j.one; b != nil {
+		for i := range b.recs {
+			w.line(&b.recs[i], b.text)
+		}
+		w.recycle(b)
+		return
+	}
+	w.merge(j.shards)
 }
 
 func (w *traceWriter) line(x *traceRec, text []byte) {
