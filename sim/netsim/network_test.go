@@ -286,6 +286,28 @@ func (r *intactRecorder) Receive(_ int, frame []byte) {
 	r.data = append(r.data, append([]byte(nil), frame...))
 }
 
+// markingPath joins a to b through two switches (s1 forwards the buffer
+// it got, s2 after a latency), with corrupt's faults on a's link and every
+// ECN-capable frame marked CE on the slow last one; it returns a's pipe and
+// the last.
+func markingPath(t *testing.T, n *Network, ra, rb Node, corrupt string) (as1, s2b *Pipe) {
+	a := n.AddNode("a", ra)
+	b := n.AddNode("b", rb)
+	s1 := n.AddSwitch("s1", 0)
+	s2 := n.AddSwitch("s2", 100)
+	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
+	as1, _ = n.Connect(a, s1.ID(), cfg, cfg)
+	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
+	slow := PipeConfig{Bandwidth: 1e8, Delay: Microsecond} // a queue for RED to mark in
+	_, s2b = n.Connect(b, s2.ID(), slow, slow)
+	require.NoError(t, n.Route(map[NodeID][]Addr{a: {{MAC: macA, IP: ipA}}, b: {{MAC: macB, IP: ipB}}}))
+	s, err := fault.Parse(corrupt)
+	require.NoError(t, err)
+	as1.SetFaults(fault.New(s, 1))
+	require.NoError(t, s2b.SetECN(RED{Kmin: 0, Kmax: 1, Pmax: 1}, fault.Stream(1, "red")))
+	return as1, s2b
+}
+
 // TestIntact: a frame is intact at its receiver exactly when the bytes the
 // ICRC covers are the sender's, whatever hop corrupted it; an ECN mark on a
 // later hop (outside the ICRC) leaves it intact.
@@ -293,20 +315,7 @@ func TestIntact(t *testing.T) {
 	l := NewLoop()
 	n := NewNetwork(l)
 	rb := &intactRecorder{net: n}
-	a := n.AddNode("a", &recorder{loop: l})
-	b := n.AddNode("b", rb)
-	s1 := n.AddSwitch("s1", 0)   // forwards the buffer it got
-	s2 := n.AddSwitch("s2", 100) // forwards after a latency
-	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
-	as1, _ := n.Connect(a, s1.ID(), cfg, cfg)
-	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
-	slow := PipeConfig{Bandwidth: 1e8, Delay: Microsecond} // a queue for RED to mark in
-	_, s2b := n.Connect(b, s2.ID(), slow, slow)
-	require.NoError(t, n.Route(map[NodeID][]Addr{a: {{MAC: macA, IP: ipA}}, b: {{MAC: macB, IP: ipB}}}))
-	s, err := fault.Parse("corrupt=30%,bits=2")
-	require.NoError(t, err)
-	as1.SetFaults(fault.New(s, 1))
-	require.NoError(t, s2b.SetECN(RED{Kmin: 0, Kmax: 1, Pmax: 1}, fault.Stream(1, "red")))
+	as1, s2b := markingPath(t, n, &recorder{loop: l}, rb, "corrupt=30%,bits=2")
 	const frames = 200
 	sent := make([][]byte, frames)
 	for i := range sent {
@@ -336,20 +345,7 @@ func TestIntact(t *testing.T) {
 func TestTraceSums(t *testing.T) {
 	l := NewLoop()
 	n := NewNetwork(l)
-	a := n.AddNode("a", &recorder{loop: l})
-	b := n.AddNode("b", &recorder{loop: l})
-	s1 := n.AddSwitch("s1", 0)
-	s2 := n.AddSwitch("s2", 100)
-	cfg := PipeConfig{Bandwidth: 1e9, Delay: Microsecond}
-	as1, _ := n.Connect(a, s1.ID(), cfg, cfg)
-	n.Connect(s1.ID(), s2.ID(), cfg, cfg)
-	slow := PipeConfig{Bandwidth: 1e8, Delay: Microsecond}
-	_, s2b := n.Connect(b, s2.ID(), slow, slow)
-	require.NoError(t, n.Route(map[NodeID][]Addr{a: {{MAC: macA, IP: ipA}}, b: {{MAC: macB, IP: ipB}}}))
-	s, err := fault.Parse("corrupt=20%,bits=2")
-	require.NoError(t, err)
-	as1.SetFaults(fault.New(s, 1))
-	require.NoError(t, s2b.SetECN(RED{Kmin: 0, Kmax: 1, Pmax: 1}, fault.Stream(1, "red")))
+	as1, s2b := markingPath(t, n, &recorder{loop: l}, &recorder{loop: l}, "corrupt=20%,bits=2")
 	traced := map[string]bool{}
 	var known, first int
 	n.Trace = func(ev *TraceEvent) {
