@@ -89,3 +89,22 @@ func TestParallelRefuses(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "lookahead")
 }
+
+// TestParallelUnderFaults: the fault search's generated scenarios (loss,
+// bursts, duplicates, reordering, corruption, jitter on every link of a
+// star) that a parallel run can take hold every invariant run parallel.
+func TestParallelUnderFaults(t *testing.T) {
+	n := 0
+	for seed := uint64(1); seed <= 100; seed++ {
+		sc := Generate(seed)
+		if sc.Star == nil || parallelOK(sc) != nil {
+			continue
+		}
+		sc.Parallel = true
+		n++
+		res, err := Run(sc, seed)
+		require.NoError(t, err, "seed %d", seed)
+		assert.True(t, res.OK(), "seed %d (%s, parallel):\n%s", seed, ReproduceCommand(seed), res.Failures())
+	}
+	assert.Greater(t, n, 30)
+}
