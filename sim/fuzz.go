@@ -163,11 +163,35 @@ type FuzzReport struct {
 	Events   uint64        `json:"events"`
 	Frames   uint64        `json:"frames"`
 	Failures []FuzzFailure `json:"failures"`
+	parallel bool
 }
 
 // ReproduceCommand is the command line that replays one fuzz seed.
 func ReproduceCommand(seed uint64) string {
 	return fmt.Sprintf("softroce sim fuzz --from %d --seeds 1 -v", seed)
+}
+
+// GenerateParallel is Generate with the scenario marked Parallel where it
+// can run so (hosts on a switch; no timed faults, partitions or storms):
+// the fault search of the sharded simulator (parallel.go). Other seeds'
+// scenarios are Generate's.
+func GenerateParallel(seed uint64) *Scenario {
+	sc := Generate(seed)
+	if sc.Star != nil && parallelOK(sc) == nil {
+		sc.Parallel = true
+		sc.Description += ", run parallel"
+	}
+	return sc
+}
+
+// FuzzOptions says how a campaign runs.
+type FuzzOptions struct {
+	// Workers is how many runs go at once (at least 1).
+	Workers int
+	// Parallel generates with GenerateParallel.
+	Parallel bool
+	// Each, when set, is called after each seed, in seed order.
+	Each func(seed uint64, res *Result, err error)
 }
 
 // Fuzz runs Generate(seed) for seeds from, from+1, ... from+n-1 over
@@ -180,6 +204,16 @@ func Fuzz(n int, from uint64) *FuzzReport { return FuzzWith(n, from, runtime.Num
 // in seed order whatever order the workers finish in (so that its output is
 // the same on every run).
 func FuzzWith(n int, from uint64, workers int, each func(seed uint64, res *Result, err error)) *FuzzReport {
+	return FuzzOpts(n, from, FuzzOptions{Workers: workers, Each: each})
+}
+
+// FuzzOpts is Fuzz with options.
+func FuzzOpts(n int, from uint64, opt FuzzOptions) *FuzzReport {
+	workers, each := opt.Workers, opt.Each
+	gen := Generate
+	if opt.Parallel {
+		gen = GenerateParallel
+	}
 	type outcome struct {
 		seed uint64
 		res  *Result
@@ -191,7 +225,7 @@ func FuzzWith(n int, from uint64, workers int, each func(seed uint64, res *Resul
 	for i := 0; i < workers; i++ {
 		go func() {
 			for seed := range seeds {
-				res, err := safeRun(seed)
+				res, err := safeRun(gen, seed)
 				done <- outcome{seed, res, err}
 			}
 		}()
@@ -202,7 +236,7 @@ func FuzzWith(n int, from uint64, workers int, each func(seed uint64, res *Resul
 		}
 		close(seeds)
 	}()
-	rep := &FuzzReport{}
+	rep := &FuzzReport{parallel: opt.Parallel}
 	pending := map[uint64]outcome{}
 	next := from
 	for i := 0; i < n; i++ {
@@ -227,18 +261,21 @@ func FuzzWith(n int, from uint64, workers int, each func(seed uint64, res *Resul
 // safeRun runs one fuzz seed, turning a panic (in the simulator or in the
 // code under test) into an error that names the seed, so that one crash does
 // not end the campaign.
-func safeRun(seed uint64) (res *Result, err error) {
+func safeRun(gen func(uint64) *Scenario, seed uint64) (res *Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = nil, fmt.Errorf("seed %d: panic: %v\n%s", seed, p, debug.Stack())
 		}
 	}()
-	return Run(Generate(seed), seed)
+	return Run(gen(seed), seed)
 }
 
 func (rep *FuzzReport) add(seed uint64, res *Result, err error) {
 	rep.Runs++
 	f := FuzzFailure{Seed: seed, Command: ReproduceCommand(seed)}
+	if rep.parallel {
+		f.Command += " --parallel"
+	}
 	switch {
 	case err != nil:
 		f.Error = err.Error()

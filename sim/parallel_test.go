@@ -92,19 +92,18 @@ func TestParallelRefuses(t *testing.T) {
 
 // TestParallelUnderFaults: the fault search's generated scenarios (loss,
 // bursts, duplicates, reordering, corruption, jitter on every link of a
-// star) that a parallel run can take hold every invariant run parallel.
+// star) that a parallel run can take hold every invariant run parallel
+// (sim fuzz --parallel).
 func TestParallelUnderFaults(t *testing.T) {
 	n := 0
-	for seed := uint64(1); seed <= 100; seed++ {
-		sc := Generate(seed)
-		if sc.Star == nil || parallelOK(sc) != nil {
-			continue
+	rep := FuzzOpts(100, 1, FuzzOptions{Workers: 2, Parallel: true, Each: func(seed uint64, res *Result, err error) {
+		if res != nil && GenerateParallel(seed).Parallel {
+			n++
 		}
-		sc.Parallel = true
-		n++
-		res, err := Run(sc, seed)
-		require.NoError(t, err, "seed %d", seed)
-		assert.True(t, res.OK(), "seed %d (%s, parallel):\n%s", seed, ReproduceCommand(seed), res.Failures())
+	}})
+	assert.Empty(t, rep.Failures)
+	for _, f := range rep.Failures {
+		assert.Contains(t, f.Command, "--parallel")
 	}
 	assert.Greater(t, n, 30)
 }

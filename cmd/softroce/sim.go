@@ -153,6 +153,7 @@ func newSimFuzzCmd() *cobra.Command {
 		verbose  bool
 		asJSON   bool
 		progress string
+		parallel bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fuzz",
@@ -180,7 +181,7 @@ Exit status: 0 when every seed passes, 1 when one fails.`,
 					fmt.Fprint(out, res.Summary())
 				}
 			}
-			rep := sim.FuzzWith(seeds, from, workers, each)
+			rep := sim.FuzzOpts(seeds, from, sim.FuzzOptions{Workers: workers, Parallel: parallel, Each: each})
 			bar.done()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -206,11 +207,15 @@ Exit status: 0 when every seed passes, 1 when one fails.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every run's summary")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), on or off")
+	cmd.Flags().BoolVar(&parallel, "parallel", false, "run the scenarios that can run parallel (hosts on a switch, no timed faults or partitions) on two shards")
 	return cmd
 }
 
 func newSimGenCmd() *cobra.Command {
-	var seed uint64
+	var (
+		seed     uint64
+		parallel bool
+	)
 	cmd := &cobra.Command{
 		Use:   "gen",
 		Short: "Print the scenario fuzz generates for a seed",
@@ -219,7 +224,11 @@ save, edit and run with 'sim run FILE --seed N' (the same seed gives the
 same run).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := sim.MarshalScenario(sim.Generate(seed))
+			gen := sim.Generate
+			if parallel {
+				gen = sim.GenerateParallel
+			}
+			b, err := sim.MarshalScenario(gen(seed))
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
@@ -228,5 +237,6 @@ same run).`,
 		},
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed")
+	cmd.Flags().BoolVar(&parallel, "parallel", false, "the scenario 'sim fuzz --parallel' runs")
 	return cmd
 }

@@ -78,4 +78,16 @@ func TestSimFuzzAndGen(t *testing.T) {
 	code, out, errOut = runCmd(t, "sim", "run", file, "--seed", "10")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "scenario fuzz-10 seed 10")
+
+	// The sharded simulator's fault search: seed 1 is a star it runs
+	// parallel, and its scenario file says so.
+	code, out, errOut = runCmd(t, "sim", "fuzz", "--seeds", "4", "--from", "1", "--parallel")
+	require.Equal(t, 0, code, errOut+out)
+	assert.Contains(t, out, "0 failed")
+	code, gen, _ = runCmd(t, "sim", "gen", "--seed", "1", "--parallel")
+	require.Equal(t, 0, code)
+	assert.Contains(t, gen, `"parallel": true`)
+	code, gen, _ = runCmd(t, "sim", "gen", "--seed", "1")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, gen, `"parallel"`)
 }
