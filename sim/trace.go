@@ -65,11 +65,14 @@ func (r *recorder) shard(loop *netsim.Loop) *recorder {
 // window queues every shard's records of the window that just ended, to be
 // merged by time (the first shard's first where times tie) and hashed.
 func (r *recorder) window() {
-	job := traceJob{shards: make([][]*traceBatch, 0, 1+len(r.peers))}
-	for _, x := range append([]*recorder{r}, r.peers...) {
+	job := traceJob{shards: make([][]*traceBatch, 1+len(r.peers))}
+	for k := range job.shards {
+		x := r
+		if k > 0 {
+			x = r.peers[k-1]
+		}
 		x.format()
-		job.shards = append(job.shards, x.held)
-		x.held = nil
+		job.shards[k], x.held = x.held, nil
 	}
 	r.jobs = append(r.jobs, job)
 	for len(r.jobs) > maxJobs {
@@ -143,19 +146,21 @@ func (r *recorder) batch() *traceBatch {
 			return b
 		default:
 		}
-		if b, ok := batches.Get().(*traceBatch); ok {
-			return b
-		}
-		return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
+		return newBatch()
 	}
 	if r.made < batchPool {
 		r.made++
-		if b, ok := batches.Get().(*traceBatch); ok {
-			return b
-		}
-		return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
+		return newBatch()
 	}
 	return <-r.w.free
+}
+
+// newBatch returns a batch from an earlier run, or a new one.
+func newBatch() *traceBatch {
+	if b, ok := batches.Get().(*traceBatch); ok {
+		return b
+	}
+	return &traceBatch{recs: make([]traceRec, 0, batchRecs), text: make([]byte, 0, batchText)}
 }
 
 // filled sends the current batch to the writer once it is full.
@@ -221,14 +226,24 @@ func (r *recorder) network(ev *netsim.TraceEvent) {
 
 // event records a workload event: kind and preformatted fields.
 func (r *recorder) event(kind string, fields ...string) {
-	x := r.rec(recText)
-	t := r.cur.text
-	x.start = int32(len(t))
-	t = append(t, kind...)
+	x, t := r.text(kind)
 	for _, f := range fields {
 		t = append(t, ' ')
 		t = append(t, f...)
 	}
+	r.endText(x, t)
+}
+
+// text starts a workload line of kind: its record, and the batch's text
+// with the line begun at its end, for endText.
+func (r *recorder) text(kind string) (*traceRec, []byte) {
+	x := r.rec(recText)
+	x.start = int32(len(r.cur.text))
+	return x, append(r.cur.text, kind...)
+}
+
+// endText ends the line text began.
+func (r *recorder) endText(x *traceRec, t []byte) {
 	x.end = int32(len(t))
 	r.cur.text = t
 	r.filled()
@@ -238,10 +253,7 @@ func (r *recorder) event(kind string, fields ...string) {
 // would write for (kind, flow, i, s, n), without formatting the numbers into
 // strings first.
 func (r *recorder) op(kind, flow string, i int, s string, n int) {
-	x := r.rec(recText)
-	t := r.cur.text
-	x.start = int32(len(t))
-	t = append(t, kind...)
+	x, t := r.text(kind)
 	t = append(t, ' ')
 	t = append(t, flow...)
 	t = append(t, ' ')
@@ -250,9 +262,7 @@ func (r *recorder) op(kind, flow string, i int, s string, n int) {
 	t = append(t, s...)
 	t = append(t, ' ')
 	t = strconv.AppendInt(t, int64(n), 10)
-	x.end = int32(len(t))
-	r.cur.text = t
-	r.filled()
+	r.endText(x, t)
 }
 
 // close hands what is left to the writer and waits until it has hashed

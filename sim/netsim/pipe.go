@@ -355,7 +355,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 func (p *Pipe) deliverAt(at Time, pd pending) {
 	pd.pipe = int32(p.index)
 	if p.rsh != p.sh {
-		p.sh.cross(p, at, pd)
+		p.sh.cross(at, pd)
 		return
 	}
 	p.sh.pend.atLane(p.lane, at, pd)

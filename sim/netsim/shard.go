@@ -91,9 +91,6 @@ func (n *Network) AddShard(loop *Loop) int {
 	return len(n.shards) - 1
 }
 
-// Shards returns how many shards there are.
-func (n *Network) Shards() int { return len(n.shards) }
-
 // ShardLoop returns the loop of shard k.
 func (n *Network) ShardLoop(k int) *Loop { return n.shards[k].loop }
 
@@ -138,7 +135,7 @@ func (n *Network) Lookahead() Time {
 }
 
 // cross holds a frame launched towards another shard until Exchange.
-func (n *shard) cross(p *Pipe, at Time, pd pending) {
+func (n *shard) cross(at Time, pd pending) {
 	n.crossing = append(n.crossing, crossing{at: at, pd: pd})
 }
 

@@ -136,10 +136,37 @@ func (s *Switch) learn(a Addr, port int) {
 // lookup returns the forwarding entry for a frame to mac (6 bytes) or,
 // if the switch does not know mac, to ip.
 func (s *Switch) lookup(mac []byte, ip netip.Addr) (int, bool) {
-	if out, ok := s.byMAC[macKey(mac)]; ok {
+	if out, ok := s.lookupMAC(mac); ok {
 		return out, true
 	}
 	return s.lookupIP(ip)
+}
+
+// lookupMAC returns the forwarding entry for mac (6 bytes). softroce's
+// devices leave the destination MAC zero (their links address by IP): no
+// host has that MAC, so its lookup is skipped.
+func (s *Switch) lookupMAC(mac []byte) (int, bool) {
+	k := macKey(mac)
+	if k == 0 {
+		return 0, false
+	}
+	out, ok := s.byMAC[k]
+	return out, ok
+}
+
+// lookupFrame returns the forwarding entry for frame: by its destination
+// MAC, or its destination IP.
+func (s *Switch) lookupFrame(frame []byte) (int, bool) {
+	if out, ok := s.lookupMAC(frame[:6]); ok {
+		return out, true
+	}
+	if len(frame) >= 14+20 && frame[12] == 0x08 && frame[13] == 0x00 {
+		return s.lookupIP4(ip4Key([4]byte(frame[30:34]))) // IPv4, without a netip.Addr
+	}
+	if ip, ok := dstIP(frame); ok {
+		return s.lookupIP(ip)
+	}
+	return 0, false
 }
 
 // lookupIP returns the forwarding entry for a frame to ip.
@@ -227,20 +254,7 @@ func (s *Switch) Receive(in int, frame []byte) {
 		}
 		return
 	}
-	// softroce's devices leave the destination MAC zero (their links
-	// address by IP): no host has that MAC, so skip its lookup.
-	var out int
-	var ok bool
-	if mac := macKey(frame[:6]); mac != 0 {
-		out, ok = s.byMAC[mac]
-	}
-	if !ok {
-		if len(frame) >= 14+20 && frame[12] == 0x08 && frame[13] == 0x00 {
-			out, ok = s.lookupIP4(uint32(frame[30])<<24 | uint32(frame[31])<<16 | uint32(frame[32])<<8 | uint32(frame[33]))
-		} else if ip, okIP := dstIP(frame); okIP {
-			out, ok = s.lookupIP(ip)
-		}
-	}
+	out, ok := s.lookupFrame(frame)
 	if !ok {
 		s.counters.Unknown++
 		return
