@@ -290,6 +290,8 @@ func TestModifyStoresAndRounds(t *testing.T) {
 	require.NoError(t, q.Modify(&a, AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer))
 	got := q.Query()
 	assert.Equal(t, uint8(8), got.MaxDestRdAtomic, "rounded up to a power of two, as rxe")
+	assert.Nil(t, q.resp.res, "made at the first request")
+	q.resp.sizeResources()
 	assert.Len(t, q.resp.res, 8)
 	assert.Equal(t, uint32(0xABCDEF), q.resp.psn)
 	assert.Equal(t, a.AV, got.AV)

@@ -52,6 +52,7 @@ type responder struct {
 
 	res     []respRes // responder resources, a ring (resp_res.go)
 	resHead int
+	resN    uint8 // max_dest_rd_atomic the rings are (or will be) sized for
 
 	out     []respOut // queued responses, a ring (resp_out.go)
 	outHead int
@@ -113,6 +114,9 @@ func (q *QP) respReceive(_ Time, in *Incoming) {
 		// RESET and INIT have no responder yet; ERR has stopped it.
 		q.counters.DropQPState++
 		return
+	}
+	if q.resp.out == nil {
+		q.resp.sizeResources()
 	}
 	switch q.cfg.Type {
 	case RC:

@@ -50,10 +50,22 @@ func roundPow2(n int) int {
 
 // allocResources sizes the resource ring for max_dest_rd_atomic n and the
 // response queue to match: every resource may have a READ response queued,
-// plus room for ACKs and NAKs. Called at creation and by Modify, never per
-// packet.
+// plus room for ACKs and NAKs. Called at creation and by Modify. The rings
+// are made when the QP receives its first request (sizeResources), not
+// before: a QP that only ever sends (half of every connection, in most
+// programs) never needs them, and a simulation of thousands of QPs would
+// otherwise spend much of its setup making them.
 func (r *responder) allocResources(n uint8) {
-	k := roundPow2(int(n))
+	r.resN = n
+	if r.out != nil {
+		r.sizeResources() // rxe frees and reallocates them on a modify
+	}
+}
+
+// sizeResources makes the rings for r.resN, once per QP and per Modify of
+// max_dest_rd_atomic, never per packet.
+func (r *responder) sizeResources() {
+	k := roundPow2(int(r.resN))
 	if k != len(r.res) || r.res == nil {
 		r.res = make([]respRes, k)
 		r.resHead = 0

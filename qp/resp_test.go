@@ -330,6 +330,7 @@ func TestRespDuplicateAtomicNotReExecuted(t *testing.T) {
 
 func TestRespResourceRingRecycles(t *testing.T) {
 	r := newRespRig(t, RC, rspWithMaxDestRdAtomic(2))
+	r.q.resp.sizeResources()
 	require.Len(t, r.q.resp.res, 2)
 	binary.LittleEndian.PutUint64(r.remote(0, 8), 0)
 	for i := uint32(0); i < 3; i++ {

@@ -13,8 +13,15 @@ type refModel struct {
 	b       []byte
 	id      uint32      // the flow, for the patterns
 	pending []noteWrite // WRITEs not yet in b, oldest first
-	covered []span      // scratch: what newer pending WRITEs cover
-	period  []byte      // scratch: a message's header and first pattern period (made when first needed)
+	s       *modelScratch
+}
+
+// modelScratch is the scratch space of a run's models, which one goroutine
+// uses one model at a time: a run of 1,000 QPs would otherwise carry 1,000
+// copies of it.
+type modelScratch struct {
+	covered []span // what newer pending WRITEs cover
+	period  []byte // a message's header and first pattern period (made when first needed)
 }
 
 // noteWrite is a WRITE of message seq's size bytes at off.
@@ -27,8 +34,8 @@ type noteWrite struct {
 // span is the byte range [lo, hi).
 type span struct{ lo, hi int }
 
-func newRefModel(initial []byte, id uint32) *refModel {
-	return &refModel{b: append([]byte(nil), initial...), id: id}
+func newRefModel(initial []byte, id uint32, s *modelScratch) *refModel {
+	return &refModel{b: append([]byte(nil), initial...), id: id, s: s}
 }
 
 // len returns the region's size.
@@ -47,7 +54,7 @@ func (m *refModel) bytes() []byte {
 	if len(m.pending) == 0 {
 		return m.b
 	}
-	cov := m.covered[:0]
+	cov := m.s.covered[:0]
 	for i := len(m.pending) - 1; i >= 0; i-- {
 		w := m.pending[i]
 		lo, hi := w.off, w.off+w.size
@@ -75,16 +82,16 @@ func (m *refModel) bytes() []byte {
 			break // older WRITEs are all overwritten
 		}
 	}
-	m.covered, m.pending = cov[:0], m.pending[:0]
+	m.s.covered, m.pending = cov[:0], m.pending[:0]
 	return m.b
 }
 
 // fill writes bytes [from, from+len(dst)) of w's message to dst.
 func (m *refModel) fill(dst []byte, w noteWrite, from int) {
-	if m.period == nil {
-		m.period = make([]byte, 8+patternPeriod)
+	if m.s.period == nil {
+		m.s.period = make([]byte, 8+patternPeriod)
 	}
-	p := m.period[:min(w.size, len(m.period))]
+	p := m.s.period[:min(w.size, len(m.s.period))]
 	fillPattern(p, m.id, w.seq)
 	if len(p) == w.size { // the whole message (a short one has no header)
 		copy(dst, p[from:])

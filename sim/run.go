@@ -70,6 +70,7 @@ type runState struct {
 	w       *world
 	hosts   []*hostRT
 	flows   []*flow
+	models  modelScratch // the flows' models' shared scratch
 	active  int
 	idleAt  netsim.Time // when active fell to 0
 	simEnd  netsim.Time // the time of the last event
