@@ -24,7 +24,8 @@
 // when the daemon's poller for the program sleeps; the device reads the
 // receive ring when a message needs a WR, as an RNIC reads its receive
 // queue. An SRQ has a receive ring too, read at every take from it. What
-// cannot go through a ring (binds, READ and atomics, a full queue) goes by
+// cannot go through a ring (binds, local invalidation, READ and atomics
+// on a QP with max_rd_atomic 0, a full queue) goes by
 // a call, which takes what waits in the rings first.
 //
 // Registered memory is shared, not copied: ibv_reg_mr moves the region's
@@ -60,6 +61,7 @@
 // The daemon's priority (priority.go): the daemon does the work the kernel
 // does for rxe in softirq context, ahead of user threads, so `softroce
 // daemon` raises every thread of itself to DefaultNice with SetNice where
-// it may; programs that spin on their CQs then do not keep it waiting for
-// a time slice.
+// it may, and Boost moves them under SCHED_RR (SetRealtime, SetNormal)
+// while the device moves bulk data; programs that spin on their CQs then
+// do not keep it waiting for a time slice.
 package dropin

@@ -14,7 +14,9 @@ package dropin
 // The library posts through a ring only what cannot fail there: a QP in
 // a state that takes the WR, SGE and inline counts within the QP's caps,
 // and room by the daemon's own count of WRs the QP has finished with
-// (done). Anything else (binds, READ and atomics, a full queue) is a call, which
+// (done), and for READ and atomics an RC QP whose max_rd_atomic the last
+// modify or query set above 0 (and an 8-byte, aligned atomic). Anything
+// else (binds, local invalidation, a full queue) is a call, which
 // takes what waits in the rings first, so the order of a QP's WRs is the
 // order they were posted. The program is not trusted here either: each
 // slot is copied before it is read, checked as a POST_* body is, and a WR

@@ -88,6 +88,34 @@ func TestQPRingsUntrusted(t *testing.T) {
 	a.handle(opAllocPD, nil)
 }
 
+// READ and atomics come through the ring too when the QP has a
+// max_rd_atomic (the library checks it before it posts them there): they
+// read and change the peer's memory and complete like posted ones.
+func TestQPRingsReadAtomic(t *testing.T) {
+	d, _ := startTestDaemon(t, "10.0.0.9")
+	gid := gid1(t, d)
+	a := setupProgram(t, localClient(t, d), 0x7f0000100000)
+	b := setupProgram(t, localClient(t, d), 0x7f0000200000)
+	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
+	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	asq, _ := a.ringsOf(a.qp.Handle)
+
+	copy(b.mem.mem[256:], "read through the ring")
+	binary.LittleEndian.PutUint64(b.mem.mem[512:], 40)
+	asq.put(append(enc(wireSendWR{WRID: 1, Opcode: uint32(verbsapi.WRRead), SendFlags: wrSignal, NumSGE: 1,
+		RemoteAddr: b.addr + 256, RKey: b.mr.RKey}), enc(a.sge(0, 21))...))
+	a.drain()
+	assert.Equal(t, uint64(1), a.pollOne(a.cq).WRID)
+	asq.put(append(enc(wireSendWR{WRID: 2, Opcode: uint32(verbsapi.WRFetchAdd), SendFlags: wrSignal, NumSGE: 1,
+		RemoteAddr: b.addr + 512, RKey: b.mr.RKey, CompareAdd: 2}), enc(a.sge(64, 8))...))
+	a.drain()
+	assert.Equal(t, uint64(2), a.pollOne(a.cq).WRID)
+	assert.Equal(t, "read through the ring", string(a.mem.mem[:21]))
+	assert.EqualValues(t, 40, binary.LittleEndian.Uint64(a.mem.mem[64:]), "FETCH_ADD returns the original")
+	assert.EqualValues(t, 42, binary.LittleEndian.Uint64(b.mem.mem[512:]), "and adds")
+	assert.EqualValues(t, 2, atomic.LoadUint32(asq.word(wqRingDone)), "the send ring's done count")
+}
+
 // FuzzQPRings fills a connected QP's send and receive rings with whatever
 // the input says, slot by slot, with counts of the input's choosing, and
 // lets the daemon take them (and a SEND arrive for the receive ring): a

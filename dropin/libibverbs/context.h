@@ -76,6 +76,10 @@ struct srl_qp {
 	struct ibv_qp_ex qpx;
 	uint32_t max_inline;
 	uint32_t max_send_sge;
+	/* max_rd_atomic as the last successful modify or query set it: READ
+	 * and atomics go through the ring only when it is not 0, since the
+	 * QP refuses them otherwise (wq.c send_ok). */
+	uint8_t max_rd_atomic;
 	/* The rings (wq.c): NULL when the QP posts by calls only. */
 	struct sr_wq_ring *sq, *rq;
 	void *rings;

@@ -198,6 +198,8 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 		return errno = err, err;
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
+	if (attr_mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		to_lqp(qp)->max_rd_atomic = attr->max_rd_atomic;
 	/* A QP in RESET has no completions left (sr_cq_clean). */
 	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
 		if (qp->send_cq)
@@ -231,6 +233,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 	cap_from_wire(&init_attr->cap, &resp.init.cap);
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
+	to_lqp(qp)->max_rd_atomic = attr->max_rd_atomic;
 	return 0;
 }
 

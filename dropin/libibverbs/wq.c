@@ -98,11 +98,15 @@ static int room(struct sr_wq_ring *r, uint32_t prod, uint32_t depth, uint32_t n)
 }
 
 /* send_ok: wr is one the QP takes whatever its state past RTS: an opcode
- * the QP's type has that needs no attribute the library does not track
- * (READ and atomics need max_rd_atomic), within the caps and the slot. */
+ * the QP's type has, with the attributes it needs (READ and atomics an RC
+ * QP's max_rd_atomic, atomics an 8-byte local buffer and an aligned
+ * target, none of them inline data), within the caps and the slot. The
+ * daemon's checks (qp.checkSendWR) are the reference: a WR they refuse
+ * from the ring moves the QP to the error state. */
 static int send_ok(struct srl_qp *q, const struct ibv_send_wr *wr)
 {
 	enum ibv_qp_type t = q->qpx.qp_base.qp_type;
+	int atomic = 0;
 	uint64_t len = 0;
 	size_t need;
 	int i;
@@ -116,6 +120,16 @@ static int send_ok(struct srl_qp *q, const struct ibv_send_wr *wr)
 		if (t == IBV_QPT_UD)
 			return 0;
 		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		if (wr->wr.atomic.remote_addr & 7)
+			return 0;
+		atomic = 1;
+		/* fall through */
+	case IBV_WR_RDMA_READ:
+		if (t != IBV_QPT_RC || !q->max_rd_atomic || (wr->send_flags & IBV_SEND_INLINE))
+			return 0;
+		break;
 	default:
 		return 0;
 	}
@@ -125,7 +139,7 @@ static int send_ok(struct srl_qp *q, const struct ibv_send_wr *wr)
 		return 0;
 	for (i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	if (len > (1u << 31))
+	if (len > (1u << 31) || (atomic && len != 8))
 		return 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		if (len > q->max_inline)
