@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/softroce/softroce/dropin"
+	"github.com/softroce/softroce/rxe"
 	"github.com/softroce/softroce/verbsapi"
 )
 
@@ -22,10 +23,11 @@ func init() { register(newDaemonCmd) }
 
 func newDaemonCmd() *cobra.Command {
 	var (
-		socket string
-		name   string
-		idle   time.Duration
-		nice   int
+		socket   string
+		name     string
+		idle     time.Duration
+		nice     int
+		realtime int
 	)
 	cmd := &cobra.Command{
 		Use:   "daemon",
@@ -49,11 +51,15 @@ That directory is made private to the user (mode 0700); if another user
 created it first, the daemon names them and refuses to serve there.
 
 The daemon does a NIC's work, which the kernel does ahead of user threads:
-it raises its own scheduling priority to --nice (default -5) where it may
-(root, CAP_SYS_NICE or RLIMIT_NICE), so that programs spinning on their
-completion queues do not keep it waiting for a time slice; elsewhere it
-runs at the priority it was started with, and says so only when --nice was
-given.`,
+it raises its nice value to --nice (default -5) where it may (root,
+CAP_SYS_NICE or RLIMIT_NICE), and while its device moves data in bulk (more
+than 250,000 packets a second) it runs its threads under the real-time
+policy SCHED_RR at --realtime (default 1, the lowest) where it may
+(RLIMIT_RTPRIO), so that programs spinning on their completion queues give
+way the moment it has work. Elsewhere it runs at the priority it was started
+with, and says so only when --nice or --realtime was given. --realtime 0
+keeps it an ordinary process, as does --ring-spin (a poller spinning at
+real-time priority would keep the programs it waits for off the CPU).`,
 		Example: `  softroce daemon --link udp --addr 127.0.0.2
   LD_LIBRARY_PATH=$PWD/dropin/libibverbs ibv_devinfo -v`,
 		Args: cobra.NoArgs,
@@ -63,6 +69,7 @@ given.`,
 	cmd.Flags().StringVarP(&name, "ib-dev", "d", "rxe0", "device name")
 	cmd.Flags().DurationVar(&idle, "idle-exit", 0, "exit once no program has used the device for this long (0: run until interrupted)")
 	cmd.Flags().IntVar(&nice, "nice", dropin.DefaultNice, "scheduling priority (nice value, -20..19) the daemon raises itself to where it may")
+	cmd.Flags().IntVar(&realtime, "realtime", dropin.DefaultRealtime, "SCHED_RR priority (1..99) the daemon's threads take while the device moves bulk data, where they may; 0: never")
 	var lim daemonLimits
 	cmd.Flags().Int64Var(&lim.progQueueMiB, "max-program-queue-mem", dropin.DefaultMaxConnQueueBytes>>20,
 		"MiB of queue memory (QPs, SRQs, CQs) one program may hold; beyond it creating one fails with ENOMEM")
@@ -79,12 +86,22 @@ given.`,
 		if nice < -20 || nice > 19 {
 			return exitError{exitTrouble, fmt.Errorf("--nice %d: a nice value runs from -20 to 19", nice)}
 		}
-		if err := dropin.SetNice(nice); err != nil && cmd.Flags().Changed("nice") {
-			fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: runs at its inherited priority: %v (raising it needs root, CAP_SYS_NICE or RLIMIT_NICE)\n", err)
+		if realtime < 0 || realtime > 99 {
+			return exitError{exitTrouble, fmt.Errorf("--realtime %d: a SCHED_RR priority runs from 1 to 99 (0: none)", realtime)}
 		}
+		if lim.ringSpin > 0 && realtime > 0 {
+			if cmd.Flags().Changed("realtime") {
+				return exitError{exitTrouble, fmt.Errorf("--realtime %d with --ring-spin %v: a poller spinning at real-time priority keeps the programs it waits for off the CPU; give --realtime 0", realtime, lim.ringSpin)}
+			}
+			realtime = 0
+		}
+		rt := setPriority(cmd, realtime, nice)
 		srv, stop, path, err := serveDevice(*lf, name, dropin.SocketPath(socket), cmd.ErrOrStderr(), lim)
 		if err != nil {
 			return exitError{exitTrouble, err}
+		}
+		if rt {
+			go boost(srv.Device.RXE(), realtime, nice)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: %s on %s\n", name, path)
 		sig := make(chan os.Signal, 1)
@@ -98,6 +115,46 @@ given.`,
 	}
 	return cmd
 }
+
+// setPriority raises the daemon's threads to nice where it may and
+// reports whether the real-time policy is allowed too, trying it once (the
+// right to it does not change later) and leaving the threads under the
+// ordinary one; it says why not when the user asked for either.
+func setPriority(cmd *cobra.Command, realtime, nice int) (rt bool) {
+	niceErr := dropin.SetNice(nice)
+	if realtime > 0 {
+		err := dropin.SetRealtime(realtime)
+		if err == nil {
+			return dropin.SetNormal(nice) == nil
+		}
+		if cmd.Flags().Changed("realtime") {
+			fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: no real-time priority: %v (it needs root, CAP_SYS_NICE or RLIMIT_RTPRIO)\n", err)
+		}
+	}
+	if niceErr != nil && (cmd.Flags().Changed("nice") || cmd.Flags().Changed("realtime")) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "softroce daemon: runs at its inherited priority: %v (raising it needs root, CAP_SYS_NICE or RLIMIT_NICE)\n", niceErr)
+	}
+	return false
+}
+
+// boost runs for the daemon's life: it moves the threads between SCHED_RR
+// at realtime and their nice value as dropin.DefaultBoost decides from the
+// device's packet rate, measured every boostEvery (threads started
+// meanwhile inherit the policy of the thread that starts them).
+func boost(dev *rxe.Device, realtime, nice int) {
+	b := dropin.DefaultBoost
+	packets := func() uint64 { c := dev.Counters(); return c.SentPkts + c.RcvdPkts }
+	b.Run(time.Tick(boostEvery), packets, func(on bool) {
+		if on {
+			dropin.SetRealtime(realtime)
+		} else {
+			dropin.SetNormal(nice)
+		}
+	})
+}
+
+// boostEvery is how often the daemon measures its packet rate for boost.
+const boostEvery = 50 * time.Millisecond
 
 // waitIdle returns on a signal, or once srv has served no program for idle
 // (when idle > 0).
