@@ -92,6 +92,13 @@ const schedOther = 0
 // bulk transfer a million. Three runs each, alternating, Boost against nice
 // -5 alone: ib_send_lat typical 46-47 against 47-54 us, ib_write_bw
 // 985-1001 against 689-707 MB/s, ib_read_bw 1294-1338 against 648-747.
+// With one daemon serving both ends on the mem link it gave perftest's
+// bandwidth nothing measurable (ib_write_bw 2440-2710 against 2800-2830
+// MB/s, ib_read_bw 2690-2810 against 2460-2520) and cost UCX's
+// latency-bound tests, whose packet rate on that link is a bulk
+// transfer's (ucp_get 113 against 828 MB/s, uct fetch-add 30 against 2 us,
+// Open MPI's ping-pong 29 against 13 us), so `softroce daemon` leaves it
+// off there unless asked.
 type Boost struct {
 	On, Off float64
 	on      bool
