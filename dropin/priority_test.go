@@ -25,20 +25,29 @@ func TestSetNiceEveryThread(t *testing.T) {
 		return
 	}
 	testenv.Root(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSetNiceEveryThread$")
-	cmd.Env = append(os.Environ(), "SOFTROCE_NICE_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	var nices []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(l, "nice "); ok {
-			nices = append(nices, v)
-		}
-	}
+	nices, out := childLines(t, "TestSetNiceEveryThread", "SOFTROCE_NICE_CHILD", "nice ")
 	require.Greater(t, len(nices), 4, "threads listed:\n%s", out)
 	for _, v := range nices {
 		require.Equal(t, "-7", v, "a thread's nice value:\n%s", out)
 	}
+}
+
+// childLines runs test name again in a child process with env set to 1
+// (the child's part changes the whole process) and returns the lines of its
+// output that start with prefix, less the prefix, and the whole output.
+func childLines(t *testing.T, name, env, prefix string) ([]string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$")
+	cmd.Env = append(os.Environ(), env+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			lines = append(lines, v)
+		}
+	}
+	return lines, string(out)
 }
 
 // niceChild sets nice -7, makes the runtime start more threads (goroutines
@@ -48,9 +57,26 @@ func niceChild() {
 		os.Stdout.WriteString("error " + err.Error() + "\n")
 		os.Exit(1)
 	}
+	stop := startThreads(6)
+	tids, err := threadIDs()
+	if err != nil {
+		os.Exit(1)
+	}
+	for _, tid := range tids {
+		if f := threadStat(tid); f != nil {
+			os.Stdout.WriteString("nice " + f[16] + "\n")
+		}
+	}
+	close(stop)
+	os.Exit(0)
+}
+
+// startThreads makes the runtime start n more threads (goroutines locked
+// to their own), which stay until stop is closed.
+func startThreads(n int) (stop chan struct{}) {
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for range 6 {
+	stop = make(chan struct{})
+	for range n {
 		wg.Add(1)
 		go func() {
 			runtime.LockOSThread()
@@ -59,22 +85,18 @@ func niceChild() {
 		}()
 	}
 	wg.Wait()
-	tids, err := threadIDs()
+	return stop
+}
+
+// threadStat returns the fields of a thread's /proc stat line after the
+// command name (which may hold spaces), or nil if it has exited: field 19
+// (the nice value) is [16], field 41 (the policy) [38].
+func threadStat(tid int) []string {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
 	if err != nil {
-		os.Exit(1)
+		return nil
 	}
-	for _, tid := range tids {
-		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
-		if err != nil {
-			continue
-		}
-		// Field 19 is the nice value; the command name (field 2) may hold
-		// spaces, so count from after its closing parenthesis.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		os.Stdout.WriteString("nice " + f[16] + "\n")
-	}
-	close(stop)
-	os.Exit(0)
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 }
 
 // TestSetRealtimeEveryThread runs SetRealtime, then SetNormal, in a child
@@ -86,15 +108,10 @@ func TestSetRealtimeEveryThread(t *testing.T) {
 		return
 	}
 	testenv.Root(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSetRealtimeEveryThread$")
-	cmd.Env = append(os.Environ(), "SOFTROCE_RT_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	lines, out := childLines(t, "TestSetRealtimeEveryThread", "SOFTROCE_RT_CHILD", "thread ")
 	seen := map[string]int{}
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(l, "thread "); ok {
-			seen[v]++
-		}
+	for _, l := range lines {
+		seen[l]++
 	}
 	// Field 41 is the policy (2: SCHED_RR), field 19 the nice value.
 	assert.Greater(t, seen["rt policy 2"], 4, "%s", out)
@@ -109,27 +126,10 @@ func realtimeChild() {
 		os.Stdout.WriteString("error " + err.Error() + "\n")
 		os.Exit(1)
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for range 6 {
-		wg.Add(1)
-		go func() {
-			runtime.LockOSThread()
-			wg.Done()
-			<-stop
-		}()
-	}
-	wg.Wait()
-	stat := func(tid int) []string {
-		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
-		if err != nil {
-			return nil
-		}
-		return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	}
+	stop := startThreads(6)
 	tids, _ := threadIDs()
 	for _, tid := range tids {
-		if f := stat(tid); f != nil {
+		if f := threadStat(tid); f != nil {
 			os.Stdout.WriteString("thread rt policy " + f[38] + "\n")
 		}
 	}
@@ -138,7 +138,7 @@ func realtimeChild() {
 		os.Exit(1)
 	}
 	for _, tid := range tids {
-		if f := stat(tid); f != nil {
+		if f := threadStat(tid); f != nil {
 			os.Stdout.WriteString("thread normal policy " + f[38] + " nice " + f[16] + "\n")
 		}
 	}

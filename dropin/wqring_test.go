@@ -42,6 +42,25 @@ func (c *testClient) drain() {
 	c.local.drainRingsLocked()
 }
 
+// ringPair starts a daemon and two programs on it whose RC QPs are
+// connected to each other.
+func ringPair(t *testing.T) (a, b *program) {
+	d, _ := startTestDaemon(t, "10.0.0.9")
+	return localPrograms(t, d)
+}
+
+// localPrograms sets up two in-process programs on d (localClient) whose
+// RC QPs are connected to each other, as connectedPrograms does over a
+// socket.
+func localPrograms(t *testing.T, d *testDaemon) (a, b *program) {
+	gid := gid1(t, d)
+	a = setupProgram(t, localClient(t, d), 0x7f0000100000)
+	b = setupProgram(t, localClient(t, d), 0x7f0000200000)
+	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
+	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	return a, b
+}
+
 // WRs posted through the rings, as the library lays them out, move data
 // and complete like posted ones: a receive in b's ring is found by the
 // SEND that arrives for it, and both rings' done counts follow the
@@ -49,12 +68,7 @@ func (c *testClient) drain() {
 // of garbage. The daemon reads no more than a ring's worth, refuses the
 // WRs, moves the QP to the error state and goes on serving.
 func TestQPRingsUntrusted(t *testing.T) {
-	d, _ := startTestDaemon(t, "10.0.0.9")
-	gid := gid1(t, d)
-	a := setupProgram(t, localClient(t, d), 0x7f0000100000)
-	b := setupProgram(t, localClient(t, d), 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := ringPair(t)
 	asq, _ := a.ringsOf(a.qp.Handle)
 	_, brq := b.ringsOf(b.qp.Handle)
 	require.EqualValues(t, 16, asq.slots())
@@ -92,12 +106,7 @@ func TestQPRingsUntrusted(t *testing.T) {
 // max_rd_atomic (the library checks it before it posts them there): they
 // read and change the peer's memory and complete like posted ones.
 func TestQPRingsReadAtomic(t *testing.T) {
-	d, _ := startTestDaemon(t, "10.0.0.9")
-	gid := gid1(t, d)
-	a := setupProgram(t, localClient(t, d), 0x7f0000100000)
-	b := setupProgram(t, localClient(t, d), 0x7f0000200000)
-	connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-	connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+	a, b := ringPair(t)
 	asq, _ := a.ringsOf(a.qp.Handle)
 
 	copy(b.mem.mem[256:], "read through the ring")
@@ -127,11 +136,7 @@ func FuzzQPRings(f *testing.F) {
 	f.Add(append([]byte{1}, enc(wireRecvWR{WRID: 2, NumSGE: 200})...))
 	d, _ := startTestDaemon(f, "10.0.0.9")
 	f.Fuzz(func(t *testing.T, in []byte) {
-		gid := gid1(t, d)
-		a := setupProgram(t, localClient(t, d), 0x7f0000100000)
-		b := setupProgram(t, localClient(t, d), 0x7f0000200000)
-		connectQP(t, a.testClient, a.qp.Handle, b.qp.QPNum, gid)
-		connectQP(t, b.testClient, b.qp.Handle, a.qp.QPNum, gid)
+		a, b := localPrograms(t, d)
 		asq, arq := a.ringsOf(a.qp.Handle)
 		for len(in) > 0 {
 			r := asq
