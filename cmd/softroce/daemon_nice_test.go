@@ -4,11 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/softroce/softroce/dropin"
@@ -31,6 +33,12 @@ func TestDaemonNice(t *testing.T) {
 	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
 	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "a.sock")); return err == nil },
 		10*time.Second, 20*time.Millisecond, "the daemon never listened")
+	// SCHED_OTHER while idle; on a machine of one CPU, SCHED_RR always
+	// (realtimePlan).
+	idlePolicy := "0"
+	if runtime.NumCPU() == 1 {
+		idlePolicy = "2"
+	}
 	tasks, err := os.ReadDir("/proc/" + itoa(d.Process.Pid) + "/task")
 	require.NoError(t, err)
 	require.NotEmpty(t, tasks)
@@ -39,7 +47,7 @@ func TestDaemonNice(t *testing.T) {
 		require.NoError(t, err)
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 		require.Equal(t, strconv.Itoa(dropin.DefaultNice), f[16], "thread %s's nice value", task.Name())
-		require.Equal(t, "0", f[38], "thread %s's policy (SCHED_OTHER) while idle", task.Name())
+		require.Equal(t, idlePolicy, f[38], "thread %s's policy while idle", task.Name())
 	}
 
 	for _, tc := range []struct{ args, want string }{
@@ -66,4 +74,69 @@ func TestDaemonNice(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		require.Equal(t, tc.warn, strings.Contains(string(out), "runs at its inherited priority"), "%v:\n%s", tc.args, out)
 	}
+}
+
+// TestRunPrivatePriority: a device run serves from its own process takes
+// the daemon's priority once the program has started, and the program
+// keeps its own: nice -5 under SCHED_OTHER on a machine of several CPUs,
+// SCHED_RR on one (taskset gives the run and its program one CPU).
+func TestRunPrivatePriority(t *testing.T) {
+	testenv.Root(t)
+	bin := softroceBin(t)
+	lib := builtLib(t)
+	for _, tc := range []struct {
+		name          string
+		pre           []string
+		policy, niceV string
+	}{
+		{"several CPUs", nil, "0", strconv.Itoa(dropin.DefaultNice)},
+		{"one CPU", []string{"taskset", "-c", "0"}, "2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.pre != nil {
+				testenv.Tools(t, "apt-get install util-linux", "taskset")
+			} else if runtime.NumCPU() == 1 {
+				t.Skip("a machine of one CPU")
+			}
+			args := append(append([]string{}, tc.pre...), bin, "run", "--private", "--lib", lib, "--", "sleep", "3")
+			c := exec.Command(args[0], args[1:]...)
+			require.NoError(t, c.Start())
+			t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+			// The program (sleep) is run's child; wait until it runs, then
+			// a little for run to raise itself.
+			require.Eventually(t, func() bool {
+				b, _ := os.ReadFile("/proc/" + itoa(c.Process.Pid) + "/task/" + itoa(c.Process.Pid) + "/children")
+				return len(strings.Fields(string(b))) > 0
+			}, 10*time.Second, 20*time.Millisecond, "run never started its program")
+			require.Eventually(t, func() bool {
+				return threadsAre(t, c.Process.Pid, tc.policy, tc.niceV)
+			}, 5*time.Second, 20*time.Millisecond, "run's threads never took policy %s nice %s", tc.policy, tc.niceV)
+			b, err := os.ReadFile("/proc/" + itoa(c.Process.Pid) + "/task/" + itoa(c.Process.Pid) + "/children")
+			require.NoError(t, err)
+			for _, child := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(child)
+				assert.True(t, threadsAre(t, pid, "0", ""), "the program %d keeps the ordinary policy", pid)
+			}
+		})
+	}
+}
+
+// threadsAre reports whether every thread of pid has the policy and, if
+// niceV is not "", the nice value.
+func threadsAre(t *testing.T, pid int, policy, niceV string) bool {
+	tasks, err := os.ReadDir("/proc/" + itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if f[38] != policy || (niceV != "" && f[16] != niceV) {
+			return false
+		}
+	}
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/softroce/softroce/dropin"
+	"github.com/softroce/softroce/rxe"
 )
 
 func init() { register(newRunCmd) }
@@ -50,7 +51,9 @@ every program started with 'softroce run' in any shell of this user then
 sees the same device and reaches the others, as with a kernel device. With
 --private, or with a socket or link flags given, run starts a device of its
 own on the link the flags describe, serves it on a private socket for as long
-as PROGRAM runs, and closes it afterwards.
+as PROGRAM runs, and closes it afterwards; once PROGRAM has started, run
+raises its own priority as the daemon does (see softroce daemon --help),
+PROGRAM's staying as it was.
 
 run finds the library with --lib, else $SOFTROCE_LIBDIR, else in a
 libibverbs/ directory next to the softroce binary, else in dropin/libibverbs/
@@ -112,6 +115,7 @@ It exits with PROGRAM's status.`,
 			}
 		}
 		sock := dropin.SocketPath(socket)
+		var dev *rxe.Device // the device run serves itself, if it does
 		shared := !private && socket == "" && os.Getenv("SOFTROCE_SOCKET") == "" && !linkFlagsGiven(cmd)
 		if !dropin.Answers(sock) && shared {
 			if err := startSharedDaemon(sock, name, idle, cmd.ErrOrStderr()); err != nil {
@@ -125,11 +129,12 @@ It exits with PROGRAM's status.`,
 			}
 			defer os.RemoveAll(dir)
 			sock = filepath.Join(dir, "softroce.sock")
-			_, stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr(), daemonLimits{})
+			srv, stop, _, err := serveDevice(*lf, name, sock, cmd.ErrOrStderr(), daemonLimits{})
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
 			defer stop()
+			dev = srv.Device.RXE()
 		}
 		start := func(view bool) (*exec.Cmd, error) {
 			prog := programCmd(args, sock, view)
@@ -145,6 +150,9 @@ It exits with PROGRAM's status.`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
 			prog, err = start(false)
 		}
+		if err == nil && dev != nil {
+			raisePrivate(dev, lf.Link)
+		}
 		if err == nil {
 			err = prog.Wait()
 		}
@@ -158,6 +166,16 @@ It exits with PROGRAM's status.`,
 		return nil
 	}
 	return cmd
+}
+
+// raisePrivate raises the priority of the device run serves from its own
+// process, once the program has started (so that the program keeps its
+// own), as the daemon raises its (setPriority, realtimePlan).
+func raisePrivate(dev *rxe.Device, link string) {
+	dropin.SetNice(dropin.DefaultNice)
+	if dropin.SetRealtime(dropin.DefaultRealtime) == nil && dropin.SetNormal(dropin.DefaultNice) == nil {
+		realtimePlan(dev, link, dropin.DefaultRealtime, dropin.DefaultNice, false)
+	}
 }
 
 // programCmd returns the command that runs args: directly, or with view
