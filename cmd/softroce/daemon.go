@@ -57,11 +57,12 @@ CAP_SYS_NICE or RLIMIT_NICE), and on a udp or tap link, while its device
 moves data in bulk (more than 250,000 packets a second), it runs its threads
 under the real-time policy SCHED_RR at --realtime (default 1, the lowest)
 where it may (RLIMIT_RTPRIO), so that programs spinning on their completion
-queues give way the moment it has work (on the mem link only when
---realtime is given; on a machine of one CPU always). Elsewhere it runs at the priority it was started
-with, and says so only when --nice or --realtime was given. --realtime 0
-keeps it an ordinary process, as does --ring-spin (a poller spinning at
-real-time priority would keep the programs it waits for off the CPU).`,
+queues give way the moment it has work; on the mem link only when
+--realtime is given, on a machine of one CPU always. Elsewhere it runs at
+the priority it was started with, and says so only when --nice or
+--realtime was given. --realtime 0 keeps it an ordinary process, as does
+--ring-spin (a poller spinning at real-time priority would keep the
+programs it waits for off the CPU).`,
 		Example: `  softroce daemon --link udp --addr 127.0.0.2
   LD_LIBRARY_PATH=$PWD/dropin/libibverbs ibv_devinfo -v`,
 		Args: cobra.NoArgs,
