@@ -50,11 +50,16 @@ static int failures;
 	}								\
 } while (0)
 
+/* RUN counts a test that failed without a CHECK (one that cleans up
+ * before it returns) as a failure too. */
 #define RUN(fn) do {							\
-	int _r = (fn);							\
+	int _f = failures, _r = (fn);					\
 	printf("%-28s %s\n", #fn, _r ? "FAIL" : "ok");			\
-	if (_r)								\
+	if (_r) {							\
+		if (failures == _f)					\
+			failures++;					\
 		goto out;						\
+	}								\
 } while (0)
 
 /* One end: a context with its PD, an MR over a malloc'd buffer, a CQ. */
@@ -159,7 +164,18 @@ static struct ibv_qp *make_qp(struct end *e, enum ibv_qp_type t, struct ibv_srq 
 
 /* connect_rc takes an RC QP through INIT, RTR and RTS towards remote, with
  * the attributes ibv_rc_pingpong uses. */
+static int connect_rc_rd(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote,
+			 int max_rd_atomic);
+
 static int connect_rc(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote)
+{
+	return connect_rc_rd(qp, local, rqp, remote, 1);
+}
+
+/* connect_rc_rd is connect_rc with the QP's max_rd_atomic (0: it may send
+ * no READ or atomic). */
+static int connect_rc_rd(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote,
+			 int max_rd_atomic)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
@@ -192,7 +208,7 @@ static int connect_rc(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, 
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.sq_psn = 100;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = max_rd_atomic;
 	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
 	      "modify RTS");
@@ -380,6 +396,56 @@ static int test_atomics(void)
 	CHECK(old == 105 && *target == 7, "cmp_swp hit: old %" PRIu64 " target %" PRIu64,
 	      old, *target);
 	return 0;
+}
+
+/* test_read_needs_rd_atomic: on a QP whose max_rd_atomic is 0 a READ or an
+ * atomic is refused at post time (EINVAL, as by rxe) and the QP stays in
+ * RTS: the library keeps them out of the send ring, where the daemon would
+ * refuse them by moving the QP to the error state; a WRITE still goes. */
+static int test_read_needs_rd_atomic(void)
+{
+	struct ibv_qp *qa = make_qp(&a, IBV_QPT_RC, NULL), *qb = make_qp(&b, IBV_QPT_RC, NULL);
+	struct ibv_sge sge = { (uintptr_t)a.buf + 6144, 8, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 40, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)b.buf + 6144, b.mr->rkey },
+	};
+	struct ibv_qp_attr qattr;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc;
+	int rc = -1;
+
+	if (!qa || !qb || connect_rc_rd(qa, &a, qb, &b, 0) || connect_rc(qb, &b, qa, &a))
+		goto out;
+	if (post1(qa, &wr) != EINVAL) {
+		fprintf(stderr, "FAIL READ with max_rd_atomic 0 posted: %s\n", strerror(errno));
+		goto out;
+	}
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.remote_addr = (uintptr_t)b.buf + 6144;
+	wr.wr.atomic.rkey = b.mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	if (post1(qa, &wr) != EINVAL) {
+		fprintf(stderr, "FAIL FETCH_ADD with max_rd_atomic 0 posted: %s\n", strerror(errno));
+		goto out;
+	}
+	if (ibv_query_qp(qa, &qattr, IBV_QP_STATE, &ia) || qattr.qp_state != IBV_QPS_RTS) {
+		fprintf(stderr, "FAIL the QP left RTS (state %d)\n", qattr.qp_state);
+		goto out;
+	}
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)b.buf + 6144;
+	wr.wr.rdma.rkey = b.mr->rkey;
+	if (post1(qa, &wr) || expect_wc(a.cq, 40, IBV_WC_RDMA_WRITE, &wc))
+		goto out;
+	rc = 0;
+out:
+	if (qa && ibv_destroy_qp(qa))
+		rc = -1;
+	if (qb && ibv_destroy_qp(qb))
+		rc = -1;
+	return rc;
 }
 
 /* test_wr_api: two WRITEs in one wr_start/wr_complete batch. */
@@ -1406,6 +1472,7 @@ int main(void)
 	RUN(test_send_imm());
 	RUN(test_inline());
 	RUN(test_atomics());
+	RUN(test_read_needs_rd_atomic());
 	RUN(test_wr_api());
 	RUN(test_wr_overflow());
 	RUN(test_query_qp());
