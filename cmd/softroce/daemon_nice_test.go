@@ -104,21 +104,32 @@ func TestRunPrivatePriority(t *testing.T) {
 			t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 			// The program (sleep) is run's child; wait until it runs, then
 			// a little for run to raise itself.
-			require.Eventually(t, func() bool {
-				b, _ := os.ReadFile("/proc/" + itoa(c.Process.Pid) + "/task/" + itoa(c.Process.Pid) + "/children")
-				return len(strings.Fields(string(b))) > 0
-			}, 10*time.Second, 20*time.Millisecond, "run never started its program")
+			require.Eventually(t, func() bool { return len(childrenOf(c.Process.Pid)) > 0 },
+				10*time.Second, 20*time.Millisecond, "run never started its program")
 			require.Eventually(t, func() bool {
 				return threadsAre(t, c.Process.Pid, tc.policy, tc.niceV)
 			}, 5*time.Second, 20*time.Millisecond, "run's threads never took policy %s nice %s", tc.policy, tc.niceV)
-			b, err := os.ReadFile("/proc/" + itoa(c.Process.Pid) + "/task/" + itoa(c.Process.Pid) + "/children")
-			require.NoError(t, err)
-			for _, child := range strings.Fields(string(b)) {
-				pid, _ := strconv.Atoi(child)
+			for _, pid := range childrenOf(c.Process.Pid) {
 				assert.True(t, threadsAre(t, pid, "0", ""), "the program %d keeps the ordinary policy", pid)
 			}
 		})
 	}
+}
+
+// childrenOf lists the child processes of pid: /proc lists a child under
+// the thread that forked it, which in a Go program is any of its threads.
+func childrenOf(pid int) []int {
+	var kids []int
+	tasks, _ := os.ReadDir("/proc/" + itoa(pid) + "/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/" + itoa(pid) + "/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids
 }
 
 // threadsAre reports whether every thread of pid has the policy and, if
