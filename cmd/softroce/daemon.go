@@ -119,7 +119,7 @@ programs it waits for off the CPU).`,
 	return cmd
 }
 
-// setPriority raises the daemon's threads to nice where it may and
+// setPriority raises this process's threads to nice where it may and
 // reports whether the real-time policy is allowed too, trying it once (the
 // right to it does not change later) and leaving the threads under the
 // ordinary one; it says why not when the user asked for either.

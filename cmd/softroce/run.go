@@ -150,8 +150,11 @@ It exits with PROGRAM's status.`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "softroce run: no mount namespace for the sysfs view (%v); programs that look for the device in /sys or /dev (UCX, Open MPI) will not find it (--no-view hides this)\n", err)
 			prog, err = start(false)
 		}
-		if err == nil && dev != nil {
-			raisePrivate(dev, lf.Link)
+		if err == nil && dev != nil && setPriority(cmd, dropin.DefaultRealtime, dropin.DefaultNice) {
+			// The device run serves from its own process takes the
+			// daemon's priority once the program has started, so that
+			// the program keeps its own.
+			realtimePlan(dev, lf.Link, dropin.DefaultRealtime, dropin.DefaultNice, false)
 		}
 		if err == nil {
 			err = prog.Wait()
@@ -166,16 +169,6 @@ It exits with PROGRAM's status.`,
 		return nil
 	}
 	return cmd
-}
-
-// raisePrivate raises the priority of the device run serves from its own
-// process, once the program has started (so that the program keeps its
-// own), as the daemon raises its (setPriority, realtimePlan).
-func raisePrivate(dev *rxe.Device, link string) {
-	dropin.SetNice(dropin.DefaultNice)
-	if dropin.SetRealtime(dropin.DefaultRealtime) == nil && dropin.SetNormal(dropin.DefaultNice) == nil {
-		realtimePlan(dev, link, dropin.DefaultRealtime, dropin.DefaultNice, false)
-	}
 }
 
 // programCmd returns the command that runs args: directly, or with view
