@@ -193,6 +193,10 @@ type udpRx struct {
 	mtu         int
 	full, thin  int
 	groSwitches uint64
+	// dgrams counts the datagrams of the last recvmmsg handed out so
+	// far: with GRO one message can be a run of many, and a batch of one
+	// such message is bulk, not ping-pong.
+	dgrams int
 
 	fn   func(uintptr) bool // u.readFD
 	want int

@@ -43,9 +43,12 @@ const groMaxIov = groMsgLen/groMinChunk + 1
 // Adaptive GRO. The link turns UDP_GRO on after groOnAfter full batches
 // in a row (bulk: the socket queue had more than a batch waiting) and off
 // after groOffAfter batches in a row of at most two datagrams
-// (ping-pong), so that request-response traffic never waits on it. Once
-// on, the buffers stay laid out for GRO (a message coalesced before the
-// switch may still come); only the socket option goes back and forth.
+// (ping-pong), so that request-response traffic never waits on it:
+// datagrams, not messages, since with GRO on one message of a bulk flow
+// holds a run of them. Once on, the buffers stay laid out for GRO (a
+// message coalesced before the switch may still come, and is cut at the
+// last run's datagram size: the socket no longer says it); only the socket
+// option goes back and forth.
 const (
 	groOnAfter  = 4
 	groOffAfter = 32
@@ -61,7 +64,7 @@ func (u *UDP) adaptGRO() {
 	switch {
 	case r.got == len(r.hdrs):
 		r.full, r.thin = r.full+1, 0
-	case r.got <= 2:
+	case r.dgrams <= 2:
 		r.full, r.thin = 0, r.thin+1
 	default:
 		r.full, r.thin = 0, 0

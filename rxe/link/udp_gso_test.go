@@ -320,19 +320,19 @@ func TestUDPGROOversizeRuns(t *testing.T) {
 	assert.Equal(t, uint64(4*32), b.Stats().RxTruncated)
 }
 
-// Without --gro the link turns GRO on while datagrams come in full
-// batches and off again after a run of batches of one: bulk gets the
-// offload, ping-pong never waits on it. Every datagram is handed out
-// whole either way.
-func TestUDPAdaptiveGRO(t *testing.T) {
-	b := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, 24798), MTU: 1500, Batch: 8})
-	a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, 24799), PeerPort: 24798, MTU: 1500})
+// adaptivePair returns two UDP links on the given ports, b adapting GRO
+// with batches of 8, and functions that send n frames from a (equal ones,
+// so that they go as GSO runs) and receive n at b, checking their length.
+func adaptivePair(t *testing.T, portB, portA uint16) (b *UDP, send, recv func(n int)) {
+	b = listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpB, portB), MTU: 1500, Batch: 8})
+	a := listenUDP(t, UDPOptions{Addr: netip.AddrPortFrom(udpA, portA), PeerPort: portB, MTU: 1500})
+	frame := udpFrame(t, a, udpB, 200, 0, 0, 64)
 	frames := make([]Frame, 8)
-	send := func(n int) {
+	send = func(n int) {
 		t.Helper()
 		batch := make([]Frame, n)
 		for i := range batch {
-			batch[i] = Frame{Data: udpFrame(t, a, udpB, 200, uint32(i), 0, 64)}
+			batch[i] = Frame{Data: frame}
 		}
 		for len(batch) > 0 {
 			k, err := a.Send(batch)
@@ -340,17 +340,28 @@ func TestUDPAdaptiveGRO(t *testing.T) {
 			batch = batch[k:]
 		}
 	}
-	recv := func(n int) {
+	recv = func(n int) {
 		t.Helper()
+		deadline := time.AfterFunc(10*time.Second, func() { b.Close() })
+		defer deadline.Stop()
 		for got := 0; got < n; {
 			k, err := b.Recv(frames)
-			require.NoError(t, err)
+			require.NoError(t, err, "after %d of %d datagrams", got, n)
 			for _, f := range frames[:k] {
-				require.Len(t, f.Data, len(udpFrame(t, a, udpB, 200, 0, 0, 64)))
+				require.Len(t, f.Data, len(frame))
 			}
 			got += k
 		}
 	}
+	return b, send, recv
+}
+
+// Without --gro the link turns GRO on while datagrams come in full
+// batches and off again after a run of batches of one: bulk gets the
+// offload, ping-pong never waits on it. Every datagram is handed out
+// whole either way.
+func TestUDPAdaptiveGRO(t *testing.T) {
+	b, send, recv := adaptivePair(t, 24798, 24799)
 	require.False(t, b.rx.sockGRO)
 	for range 2 * groOnAfter {
 		send(64)
@@ -363,4 +374,36 @@ func TestUDPAdaptiveGRO(t *testing.T) {
 	}
 	assert.False(t, b.rx.sockGRO, "batches of one turn it off")
 	assert.EqualValues(t, 2, b.rx.groSwitches)
+}
+
+// With GRO on, a bulk flow whose receiver keeps up reads one GSO run per
+// recvmmsg: one message, many datagrams. Counted by messages such batches
+// looked like ping-pong and switched GRO off in the middle of a transfer;
+// and a run the kernel had coalesced before the switch, read after it,
+// came without its datagram size and was dropped whole (RDMA WRITE at a
+// 256-PSN window: 15 packets lost, go-back-N). The link counts datagrams,
+// and cuts such a run at the last run's datagram size.
+func TestUDPAdaptiveGROBulkRuns(t *testing.T) {
+	b, send, recv := adaptivePair(t, 24800, 24801)
+	for range 2 * groOnAfter {
+		send(64)
+		recv(64)
+	}
+	require.True(t, b.rx.sockGRO)
+	for range 2 * groOffAfter {
+		send(15)
+		recv(15)
+	}
+	assert.True(t, b.rx.sockGRO, "batches of one run of 15 datagrams are bulk")
+	// Ping-pong turns it off; a run queued just before the switch is
+	// read after it.
+	for range groOffAfter {
+		send(1)
+		recv(1)
+	}
+	require.True(t, b.rx.sockGRO)
+	send(15)
+	recv(15)
+	assert.False(t, b.rx.sockGRO, "batches of one datagram turn it off")
+	assert.Zero(t, b.Stats().RxTruncated, "the run read after the switch is cut, not dropped")
 }

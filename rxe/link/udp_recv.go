@@ -54,7 +54,7 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 			h.Hdr.SetControllen(rxControlLen)
 		}
 		r.want = want
-		r.got, r.err = 0, nil
+		r.got, r.err, r.dgrams = 0, nil, 0
 		r.next, r.seg = 0, 0
 		if err := u.raw.Read(r.fn); err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -92,12 +92,20 @@ func (u *UDP) handOut(frames []Frame) int {
 			}
 			if r.info.gso > 0 {
 				r.nextChunk = r.info.gso
+			} else if r.gro && !r.sockGRO && r.nextChunk > 0 && n > u.mtu-u.ipUDPLen() {
+				// A run the kernel coalesced while GRO was on, read after
+				// it was switched off: the socket no longer says its
+				// datagram size, so take the last one's. A wrong guess
+				// costs nothing more than the drop it replaces: the
+				// datagrams then fail their ICRC.
+				r.info.gso = r.nextChunk
 			}
 		}
 		stride := n
 		if g := r.info.gso; g > 0 && g < n {
 			stride = g
 		}
+		r.dgrams++
 		off := r.seg * stride
 		segLen := min(stride, n-off)
 		msg, seg := r.next, r.seg
