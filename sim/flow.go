@@ -143,7 +143,7 @@ func (hr *hostRT) alloc(n int) uint64 {
 }
 
 func (hr *hostRT) reg(n int, access qp.Access) (*rxe.MR, error) {
-	return hr.dev.d.RegMRIOVA(hr.pd, make([]byte, n), hr.alloc(n), access)
+	return hr.dev.d.RegMRIOVA(hr.pd, hr.run.mem.bytes(n), hr.alloc(n), access)
 }
 
 // setupHost creates the workload's per-host objects.
@@ -227,7 +227,7 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 		// Start from a known pattern so that READs return something
 		// distinguishable from zeros.
 		fillPattern(f.remote.Bytes(), uint32(f.id), 0xFFFFFFFF)
-		f.model = newRefModel(f.remote.Bytes(), uint32(f.id), &run.models)
+		f.model = newRefModel(f.remote.Bytes(), uint32(f.id), &run.models, run.mem.bytes(len(f.remote.Bytes())))
 	}
 	caps := rxe.QPCap{MaxSendWR: w.Window + 1, MaxRecvWR: f.rdepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 	if f.qa, err = a.dev.d.CreateQP(a.pd, rxe.QPInit{Type: f.typ, SendCQ: a.cq, RecvCQ: a.cq, Cap: caps}); err != nil {

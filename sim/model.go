@@ -34,8 +34,9 @@ type noteWrite struct {
 // span is the byte range [lo, hi).
 type span struct{ lo, hi int }
 
-func newRefModel(initial []byte, id uint32, s *modelScratch) *refModel {
-	return &refModel{b: append([]byte(nil), initial...), id: id, s: s}
+func newRefModel(initial []byte, id uint32, s *modelScratch, b []byte) *refModel {
+	copy(b, initial)
+	return &refModel{b: b, id: id, s: s}
 }
 
 // len returns the region's size.

@@ -13,7 +13,7 @@ import (
 // TestRefModelFill: any range of a message's pattern, written alone, is
 // what the whole message holds there.
 func TestRefModelFill(t *testing.T) {
-	m := newRefModel(nil, 7, &modelScratch{})
+	m := newRefModel(nil, 7, &modelScratch{}, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
 		size := rng.IntN(3*patternPeriod + 100)
@@ -40,7 +40,7 @@ func TestRefModelMatchesCopies(t *testing.T) {
 		initial := make([]byte, size)
 		fillPattern(initial, 9, 0xFFFFFFFF)
 		eager := append([]byte(nil), initial...)
-		m := newRefModel(initial, 9, &modelScratch{})
+		m := newRefModel(initial, 9, &modelScratch{}, make([]byte, len(initial)))
 		for seq := uint32(0); seq < 200; seq++ {
 			switch k := rng.IntN(10); {
 			case k < 7: // a WRITE, small or up to the whole region

@@ -71,6 +71,7 @@ type runState struct {
 	hosts   []*hostRT
 	flows   []*flow
 	models  modelScratch // the flows' models' shared scratch
+	mem     arena        // the bytes of the flows' regions and models
 	active  int
 	idleAt  netsim.Time // when active fell to 0
 	simEnd  netsim.Time // the time of the last event
@@ -184,6 +185,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		}
 	}
 	run := &runState{tallies: map[string]*tally{}, naks: map[string]uint64{}}
+	defer run.mem.release()
 	w, err := build(sc, seed, func(h hostInfo, s uint64) (Device, error) { return newRxeDevice(h, s, sc.FastRecovery) },
 		func(l *netsim.Loop) *recorder { return newRecorder(l, opt.Log, pw) })
 	if err != nil {

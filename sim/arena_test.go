@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A run's regions come out of recycled chunks: each starts zeroed (as make
+// gives it) even when the chunk held an earlier run's bytes, ends at its
+// length (a region's capacity must not reach its neighbour's), starts on a
+// cache line, and no two overlap.
+func TestArenaRecycledChunksStartZeroed(t *testing.T) {
+	var first arena
+	for _, n := range []int{100, 8192, arenaChunk / 2, arenaChunk / 2} {
+		b := first.bytes(n)
+		for i := range b {
+			b[i] = 0xA5
+		}
+	}
+	require.Len(t, first.chunks, 2)
+	used := first.chunks
+	first.release()
+
+	var second arena
+	sizes := []int{1, 63, 64, 65, 4096, 100000, arenaChunk, arenaChunk + 1}
+	var got [][]byte
+	for _, n := range sizes {
+		b := second.bytes(n)
+		require.Len(t, b, n)
+		assert.Equal(t, n, cap(b), "a region's capacity ends at its length")
+		assert.Zero(t, uintptr(unsafe.Pointer(&b[0]))%arenaAlign, "%d bytes: aligned", n)
+		for i, v := range b {
+			if v != 0 {
+				t.Fatalf("%d bytes: byte %d is %#x, not zero", n, i, v)
+			}
+		}
+		got = append(got, b)
+	}
+	reused := false
+	for _, c := range second.chunks {
+		for _, u := range used {
+			reused = reused || &c[0] == &u[0]
+		}
+	}
+	assert.True(t, reused, "the second run takes the first one's chunks")
+	for i := range got {
+		for j := range i {
+			a0, a1 := uintptr(unsafe.Pointer(&got[i][0])), uintptr(unsafe.Pointer(&got[i][0]))+uintptr(len(got[i]))
+			b0, b1 := uintptr(unsafe.Pointer(&got[j][0])), uintptr(unsafe.Pointer(&got[j][0]))+uintptr(len(got[j]))
+			assert.True(t, a1 <= b0 || b1 <= a0, "regions %d and %d overlap", i, j)
+		}
+	}
+	second.release()
+}
