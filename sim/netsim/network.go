@@ -412,7 +412,7 @@ func (n *shard) getBuf(size int) (int32, []byte) {
 		if n.chunks[k/chunkSlabs] == nil {
 			n.chunks[k/chunkSlabs] = new([chunkSlabs]slab)
 		}
-		n.chunks[k/chunkSlabs][k%chunkSlabs] = slab{size: c * bufClass, data: make([]byte, slabSlots*c*bufClass)}
+		n.chunks[k/chunkSlabs][k%chunkSlabs] = slab{size: c * bufClass, data: newSlabData(c)}
 		n.nslabs++
 		n.newSlab[c] = k
 	}
