@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 
 	"github.com/softroce/softroce/cm"
 	"github.com/softroce/softroce/fault"
@@ -171,7 +172,7 @@ func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, er
 func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*flow, error) {
 	f := &flow{
 		id: len(run.flows), wl: w, typ: w.typ, a: a, b: b,
-		name:    fmt.Sprintf("%s/%s->%s/%d", w.Name, a.info.Name, b.info.Name, k),
+		name:    w.Name + "/" + a.info.Name + "->" + b.info.Name + "/" + strconv.Itoa(k),
 		startAt: netsim.Time(w.Start),
 	}
 	count := w.Count
@@ -261,7 +262,7 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 			return nil, fmt.Errorf("flow %s: %w", f.name, err)
 		}
 	}
-	run.w.rec.event("flow", f.name, f.typ.String(), fmt.Sprintf("qpn=%d/%d psn=%d/%d mtu=%d", f.qa.QPN(), f.qb.QPN(), psnA, psnB, f.mtu))
+	run.w.rec.flow(f.name, f.typ.String(), f.qa.QPN(), f.qb.QPN(), psnA, psnB, int(f.mtu))
 	f.ops = make([]opRec, count)
 	a.ends[f.qa.QPN()] = &flowEnd{f: f, requester: true}
 	b.ends[f.qb.QPN()] = &flowEnd{f: f}

@@ -234,6 +234,20 @@ func (r *recorder) event(kind string, fields ...string) {
 	r.endText(x, t)
 }
 
+// flow is a new flow's line: event("flow", name, typ, "qpn=A/B psn=A/B
+// mtu=M") without formatting (a run may create thousands).
+func (r *recorder) flow(name, typ string, qpnA, qpnB, psnA, psnB uint32, mtu int) {
+	x, t := r.text("flow")
+	t = append(append(append(t, ' '), name...), ' ')
+	t = append(append(t, typ...), " qpn="...)
+	t = strconv.AppendUint(t, uint64(qpnA), 10)
+	t = strconv.AppendUint(append(t, '/'), uint64(qpnB), 10)
+	t = strconv.AppendUint(append(t, " psn="...), uint64(psnA), 10)
+	t = strconv.AppendUint(append(t, '/'), uint64(psnB), 10)
+	t = strconv.AppendInt(append(t, " mtu="...), int64(mtu), 10)
+	r.endText(x, t)
+}
+
 // text starts a workload line of kind: its record, and the batch's text
 // with the line begun at its end, for endText.
 func (r *recorder) text(kind string) (*traceRec, []byte) {
