@@ -50,6 +50,10 @@ type LinkConfig struct {
 	PeerPort uint16 // udp: the port datagrams go to (0: 4791)
 	NoGSO    bool   // udp: no UDP segmentation offload
 	GRO      bool   // udp: UDP receive offload (fewer system calls, more latency)
+	// BusyPoll is, on a udp link, how long the receive loop keeps asking
+	// the socket after a bulk batch before it waits (link.UDPOptions:
+	// 0 the default, negative never).
+	BusyPoll time.Duration
 	Tap      string // tap: interface name ("": the kernel chooses)
 	MTU      int    // largest IP packet (0: DefaultMTU)
 
@@ -111,7 +115,7 @@ func NewDevice(name string, cfg LinkConfig) (*Device, error) {
 		l = m
 	case LinkUDP:
 		u, err := link.ListenUDP(link.UDPOptions{Addr: netip.AddrPortFrom(addr, cfg.Addr.Port()), PeerPort: cfg.PeerPort,
-			MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: cfg.NoGSO, GRO: cfg.GRO})
+			MTU: mtu, SocketBuffer: udpSocketBuffer, NoGSO: cfg.NoGSO, GRO: cfg.GRO, BusyPoll: cfg.BusyPoll})
 		if err != nil {
 			return fail(err)
 		}

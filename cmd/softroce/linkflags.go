@@ -24,30 +24,33 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/softroce/softroce/fault"
 	"github.com/softroce/softroce/qp"
 	"github.com/softroce/softroce/rxe"
+	"github.com/softroce/softroce/rxe/link"
 	"github.com/softroce/softroce/verbsapi"
 )
 
 // linkFlags is what the link flags set.
 type linkFlags struct {
-	Link         string   // "udp", "tap" or "mem"
-	Addr         string   // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
-	PeerPort     uint16   // udp: the port datagrams go to (0: 4791)
-	NoGSO        bool     // udp: no segmentation offload (link.UDPOptions.NoGSO)
-	GRO          bool     // udp: receive offload (link.UDPOptions.GRO)
-	Tap          string   // tap: interface name ("" lets the kernel choose)
-	Addr6        string   // tap: an IPv6 address besides the IPv4 --addr ("" none)
-	Pcap         string   // capture file to write ("" none)
-	Fault        string   // fault spec (fault.Parse grammar; "" none)
-	MTU          int      // link MTU, largest IP packet (0: 1500)
-	DCQCN        bool     // congestion control on: ECN, CNPs, DCQCN
-	CC           []string // congestion settings, mlx5 names: rp_ai_rate=20
-	FastRecovery bool     // recover from loss sooner than kernel rxe does
+	Link         string        // "udp", "tap" or "mem"
+	Addr         string        // IPv4 or IPv6 address, optionally with a port (udp): 10.0.0.1, 127.0.0.2:4791, [::1]:4792
+	PeerPort     uint16        // udp: the port datagrams go to (0: 4791)
+	NoGSO        bool          // udp: no segmentation offload (link.UDPOptions.NoGSO)
+	GRO          bool          // udp: receive offload (link.UDPOptions.GRO)
+	BusyPoll     time.Duration // udp: busy polling after bulk batches (0: off)
+	Tap          string        // tap: interface name ("" lets the kernel choose)
+	Addr6        string        // tap: an IPv6 address besides the IPv4 --addr ("" none)
+	Pcap         string        // capture file to write ("" none)
+	Fault        string        // fault spec (fault.Parse grammar; "" none)
+	MTU          int           // link MTU, largest IP packet (0: 1500)
+	DCQCN        bool          // congestion control on: ECN, CNPs, DCQCN
+	CC           []string      // congestion settings, mlx5 names: rp_ai_rate=20
+	FastRecovery bool          // recover from loss sooner than kernel rxe does
 
 	Seed      uint64 // device memory-key seed (0: random)
 	FaultSeed uint64 // fault model seed when the spec has none (0: 1)
@@ -67,6 +70,7 @@ func addLinkFlags(cmd *cobra.Command, def linkFlags) *linkFlags {
 	fs.Uint16Var(&lf.PeerPort, "peer-port", def.PeerPort, "udp: UDP port to send to (0: 4791)")
 	fs.BoolVar(&lf.NoGSO, "no-gso", def.NoGSO, "udp: send every datagram on its own (no UDP segmentation offload)")
 	fs.BoolVar(&lf.GRO, "gro", def.GRO, "udp: keep UDP GRO on for good (without it the link turns GRO on for bulk traffic and off for ping-pong)")
+	fs.DurationVar(&lf.BusyPoll, "busy-poll", orDefault(def.BusyPoll, link.DefaultBusyPoll), "udp: after a batch of bulk traffic, keep asking the socket for the next one this long before waiting (0: never; ping-pong never polls)")
 	fs.StringVar(&lf.Tap, "tap", def.Tap, "tap: interface name (default: the kernel chooses)")
 	fs.StringVar(&lf.Addr6, "addr6", def.Addr6, "tap: an IPv6 address as well as the IPv4 --addr (its GID follows the IPv4-mapped one)")
 	fs.StringVar(&lf.Pcap, "pcap", def.Pcap, "write the device's frames to this pcapng file")
@@ -146,8 +150,12 @@ func (lf *linkFlags) config() (verbsapi.LinkConfig, error) {
 	if err != nil {
 		return verbsapi.LinkConfig{}, err
 	}
+	busyPoll := lf.BusyPoll
+	if busyPoll <= 0 {
+		busyPoll = -1 // the flag's 0 is "never"; the link's is its default
+	}
 	return verbsapi.LinkConfig{Kind: lf.Link, Addr: ap, Addr6: addr6, PeerPort: lf.PeerPort, NoGSO: lf.NoGSO,
-		GRO: lf.GRO, Tap: lf.Tap, MTU: lf.MTU, Pcap: lf.Pcap, Fault: lf.Fault, FaultSeed: lf.FaultSeed,
+		GRO: lf.GRO, BusyPoll: busyPoll, Tap: lf.Tap, MTU: lf.MTU, Pcap: lf.Pcap, Fault: lf.Fault, FaultSeed: lf.FaultSeed,
 		Seed: lf.Seed, Congestion: cc, FastRecovery: lf.FastRecovery}, nil
 }
 

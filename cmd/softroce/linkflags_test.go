@@ -55,10 +55,31 @@ func TestAddLinkFlags(t *testing.T) {
 		"--pcap", "x.pcapng", "--fault", "loss=1%", "--mtu", "9000", "--fast-recovery"})
 	require.NoError(t, cmd.Execute())
 	assert.Equal(t, linkFlags{Link: "udp", Addr: "[::1]:4792", PeerPort: 4793, Tap: "t0", Pcap: "x.pcapng",
-		Fault: "loss=1%", MTU: 9000, FastRecovery: true}, *lf)
+		Fault: "loss=1%", MTU: 9000, FastRecovery: true, BusyPoll: link.DefaultBusyPoll}, *lf)
 	lc, err := lf.config()
 	require.NoError(t, err)
 	assert.True(t, lc.FastRecovery, "--fast-recovery reaches the device's configuration")
+}
+
+// --busy-poll reaches the udp link: its default, a window of the user's, or
+// 0 for never (which the link spells negative, its 0 being the default).
+func TestBusyPollFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, link.DefaultBusyPoll},
+		{[]string{"--busy-poll", "50us"}, 50 * time.Microsecond},
+		{[]string{"--busy-poll", "0"}, -1},
+	} {
+		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+		lf := addLinkFlags(cmd, linkFlags{})
+		cmd.SetArgs(append([]string{"--link", "udp", "--addr", "127.0.0.2"}, tc.args...))
+		require.NoError(t, cmd.Execute())
+		lc, err := lf.config()
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, lc.BusyPoll, "%v", tc.args)
+	}
 }
 
 // openDevicePair gives two started devices that talk, through faults, with

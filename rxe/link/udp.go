@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/softroce/softroce/packet"
 	"golang.org/x/sys/unix"
@@ -95,6 +96,10 @@ type UDPOptions struct {
 	GRO bool
 	// NoAutoGRO keeps GRO off unless GRO asks for it.
 	NoAutoGRO bool
+	// BusyPoll is how long the receive loop keeps asking the socket for
+	// the next batch, without waiting, after a batch of bulk traffic
+	// (udp_busypoll.go): 0 means DefaultBusyPoll, a negative value never.
+	BusyPoll time.Duration
 }
 
 // UDP is a link over a kernel UDP socket.
@@ -122,6 +127,7 @@ type UDP struct {
 type udpCounters struct {
 	txFrames, txBytes, txOversize, txBadFrame, txMismatch, txErrors atomic.Uint64
 	rxFrames, rxBytes, rxTruncated, rxBadSource                     atomic.Uint64
+	rxBusyPolls, rxBusyPollHits                                     atomic.Uint64
 }
 
 // headroom is the room left in front of each receive buffer for the rebuilt
@@ -198,6 +204,11 @@ type udpRx struct {
 	// such message is bulk, not ping-pong.
 	dgrams int
 
+	// Busy polling (udp_busypoll.go): the window after a bulk batch, and
+	// the end of the current one (zero: wait).
+	pollWindow time.Duration
+	pollUntil  time.Time
+
 	fn   func(uintptr) bool // u.readFD
 	want int
 	got  int
@@ -266,6 +277,7 @@ func ListenUDP(o UDPOptions) (*UDP, error) {
 	u.tx.init(o.Batch)
 	u.rx.init(o.Batch, o.MTU, gro)
 	u.rx.sockGRO, u.rx.fixed, u.rx.mtu = gro, o.GRO || o.NoAutoGRO, o.MTU
+	u.rx.pollWindow = busyPollWindow(o.BusyPoll)
 	u.tx.fn = u.writeFD
 	u.rx.fn = u.readFD
 	return u, nil
@@ -411,6 +423,8 @@ type UDPStats struct {
 	RxFrames, RxBytes uint64 // datagrams and UDP payload bytes received
 	RxTruncated       uint64 // datagrams longer than the MTU
 	RxBadSource       uint64 // datagrams from another address family
+	RxBusyPolls       uint64 // windows of busy polling opened (udp_busypoll.go)
+	RxBusyPollHits    uint64 // batches a busy poll found
 }
 
 // Stats returns the link's counts.
@@ -420,7 +434,7 @@ func (u *UDP) Stats() UDPStats {
 		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxOversize: s.txOversize.Load(),
 		TxBadFrame: s.txBadFrame.Load(), TxMismatch: s.txMismatch.Load(), TxErrors: s.txErrors.Load(),
 		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxTruncated: s.rxTruncated.Load(),
-		RxBadSource: s.rxBadSource.Load(),
+		RxBadSource: s.rxBadSource.Load(), RxBusyPolls: s.rxBusyPolls.Load(), RxBusyPollHits: s.rxBusyPollHits.Load(),
 	}
 }
 
@@ -432,5 +446,6 @@ func (u *UDP) AppendCounters(dst []Counter) []Counter {
 		Counter{"udp_tx_oversize", s.TxOversize}, Counter{"udp_tx_bad_frame", s.TxBadFrame},
 		Counter{"udp_tx_mismatch", s.TxMismatch}, Counter{"udp_tx_errors", s.TxErrors},
 		Counter{"udp_rx_frames", s.RxFrames}, Counter{"udp_rx_bytes", s.RxBytes},
-		Counter{"udp_rx_truncated", s.RxTruncated}, Counter{"udp_rx_bad_source", s.RxBadSource})
+		Counter{"udp_rx_truncated", s.RxTruncated}, Counter{"udp_rx_bad_source", s.RxBadSource},
+		Counter{"udp_rx_busy_polls", s.RxBusyPolls}, Counter{"udp_rx_busy_poll_hits", s.RxBusyPollHits})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"github.com/softroce/softroce/packet"
@@ -33,6 +34,9 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 		}
 		if r.got > 0 {
 			u.adaptGRO()
+			if r.armBusyPoll(time.Now()) {
+				u.stats.rxBusyPolls.Add(1)
+			}
 		}
 		want := min(len(frames), len(r.hdrs))
 		if r.gro {
@@ -138,13 +142,21 @@ func (u *UDP) handOut(frames []Frame) int {
 // not allocate a closure.
 func (u *UDP) readFD(fd uintptr) bool {
 	r := &u.rx
+	polled := false
 	for {
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case 0:
 			r.got = int(n)
+			if polled {
+				u.stats.rxBusyPollHits.Add(1)
+			}
 			return true
 		case unix.EAGAIN:
+			if r.keepPolling(time.Now()) {
+				polled = true
+				continue
+			}
 			return false
 		case unix.EINTR:
 			continue
