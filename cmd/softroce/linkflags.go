@@ -6,7 +6,7 @@ package main
 //
 //	lf := addLinkFlags(cmd, linkFlags{Link: "mem", Addr: "10.0.0.1"})
 //	    registers --link udp|tap|mem, --addr ADDR, --peer-port, --tap NAME, --addr6,
-//	    --pcap FILE, --fault SPEC, --mtu, --no-gso, --gro, --dcqcn, --cc KEY=VALUE
+//	    --pcap FILE, --fault SPEC, --mtu, --no-gso, --gro, --busy-poll, --dcqcn, --cc KEY=VALUE
 //	    and --fast-recovery
 //	    with the given defaults.
 //	ctx, closeDev, err := openDevice(*lf, "rxe0")
