@@ -43,8 +43,11 @@ import (
 // Where the kernel has it, the link sends runs of equal-sized packets with
 // UDP segmentation offload (udp_gso.go): the datagrams on the wire are the
 // same, but the kernel's per-datagram work is done once per run
-// (UDPOptions.NoGSO turns it off). UDP GRO on receive (udp_gro.go) is there
-// too, off unless UDPOptions.GRO asks for it.
+// (UDPOptions.NoGSO turns it off). UDP GRO on receive (udp_gro.go) turns
+// itself on while bulk traffic comes in full batches and off for ping-pong
+// (UDPOptions.GRO keeps it on), and after a batch of bulk traffic the
+// receive loop polls the socket for a bounded window before it waits
+// (udp_busypoll.go, UDPOptions.BusyPoll).
 
 // DefaultUDPBatch is the number of datagrams a UDP link reads per recvmmsg.
 const DefaultUDPBatch = 64
