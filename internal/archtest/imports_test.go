@@ -28,6 +28,7 @@ var rank = map[string]int{
 	"oob":               0,
 	"internal/archtest": 0,
 	"internal/testenv":  0,
+	"internal/bytepool": 0,
 
 	"pcapio":     1, // capture files, over packet
 	"qp":         1, // the transport engine, over packet

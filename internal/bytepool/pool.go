@@ -1,0 +1,48 @@
+package bytepool
+
+import "sync"
+
+// Pool holds byte slices by length, at most Keep bytes in all. The zero
+// Pool keeps nothing.
+type Pool struct {
+	Keep int // bytes kept at most; what would go past it is dropped
+
+	mu    sync.Mutex
+	free  map[int][][]byte
+	bytes int
+}
+
+// Get returns n zeroed bytes: a slice put back with that length, cleared,
+// or a new one.
+func (p *Pool) Get(n int) []byte {
+	var b []byte
+	p.mu.Lock()
+	if l := p.free[n]; len(l) > 0 {
+		b = l[len(l)-1]
+		l[len(l)-1] = nil
+		p.free[n] = l[:len(l)-1]
+		p.bytes -= n
+	}
+	p.mu.Unlock()
+	if b == nil {
+		return make([]byte, n)
+	}
+	clear(b)
+	return b
+}
+
+// Put gives b back for a later Get of its length. The caller must not use
+// b afterwards.
+func (p *Pool) Put(b []byte) {
+	n := len(b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n == 0 || p.bytes+n > p.Keep {
+		return
+	}
+	if p.free == nil {
+		p.free = map[int][][]byte{}
+	}
+	p.free[n] = append(p.free[n], b[:n:n])
+	p.bytes += n
+}

@@ -1,0 +1,37 @@
+package bytepool
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// What is put back is taken by the next Get of its length, cleared; other
+// lengths get new bytes; past Keep, Put drops.
+func TestPool(t *testing.T) {
+	p := Pool{Keep: 3000}
+	a := p.Get(1000)
+	require.Len(t, a, 1000)
+	for i := range a {
+		a[i] = 0xA5
+	}
+	p.Put(a)
+	b := p.Get(1000)
+	assert.Same(t, &a[0], &b[0], "the slice put back is taken again")
+	for i, v := range b {
+		if v != 0 {
+			t.Fatalf("byte %d is %#x, not zero", i, v)
+		}
+	}
+	p.Put(b)
+	c := p.Get(2000)
+	assert.NotSame(t, &a[0], &c[0], "another length gets new bytes")
+
+	p.Put(c)                // 3000 kept
+	p.Put(make([]byte, 10)) // past Keep: dropped
+	assert.Equal(t, 3000, p.bytes)
+	var zero Pool
+	zero.Put(make([]byte, 10))
+	assert.Zero(t, zero.bytes, "the zero Pool keeps nothing")
+}
