@@ -45,18 +45,19 @@ func busyPollWindow(o time.Duration) time.Duration {
 }
 
 // armBusyPoll decides, from the batch just handed out, whether the next
-// receive polls, until when, and reports whether it does.
-func (r *udpRx) armBusyPoll(now time.Time) bool {
+// receive polls, until when, and reports whether it does. It reads the
+// clock (now) only when it does: ping-pong's receives never do.
+func (r *udpRx) armBusyPoll(now func() time.Time) bool {
 	r.pollUntil = time.Time{}
 	if r.pollWindow <= 0 || r.dgrams < busyPollMin {
 		return false
 	}
-	r.pollUntil = now.Add(r.pollWindow)
+	r.pollUntil = now().Add(r.pollWindow)
 	return true
 }
 
 // keepPolling reports whether a receive that found nothing asks again
-// rather than waiting.
-func (r *udpRx) keepPolling(now time.Time) bool {
-	return !r.pollUntil.IsZero() && now.Before(r.pollUntil)
+// rather than waiting; the clock is read only inside a window.
+func (r *udpRx) keepPolling(now func() time.Time) bool {
+	return !r.pollUntil.IsZero() && now().Before(r.pollUntil)
 }

@@ -34,11 +34,12 @@ func TestBusyPollPolicy(t *testing.T) {
 		{"off", 0, 64, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
 			r := udpRx{pollWindow: tc.window, dgrams: tc.dgrams}
-			assert.Equal(t, tc.polls, r.armBusyPoll(t0))
-			assert.Equal(t, tc.polls, r.keepPolling(t0.Add(tc.window/2)), "within the window")
-			assert.False(t, r.keepPolling(t0.Add(tc.window)), "at its end")
-			assert.False(t, r.keepPolling(t0.Add(time.Second)), "after it")
+			assert.Equal(t, tc.polls, r.armBusyPoll(at(0)))
+			assert.Equal(t, tc.polls, r.keepPolling(at(tc.window/2)), "within the window")
+			assert.False(t, r.keepPolling(at(tc.window)), "at its end")
+			assert.False(t, r.keepPolling(at(time.Second)), "after it")
 		})
 	}
 }

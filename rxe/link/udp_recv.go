@@ -34,7 +34,7 @@ func (u *UDP) Recv(frames []Frame) (int, error) {
 		}
 		if r.got > 0 {
 			u.adaptGRO()
-			if r.armBusyPoll(time.Now()) {
+			if r.armBusyPoll(time.Now) {
 				u.stats.rxBusyPolls.Add(1)
 			}
 		}
@@ -157,7 +157,7 @@ func (u *UDP) readFD(fd uintptr) bool {
 			}
 			return true
 		case unix.EAGAIN:
-			if r.keepPolling(time.Now()) {
+			if r.keepPolling(time.Now) {
 				polled = true
 				continue
 			}
