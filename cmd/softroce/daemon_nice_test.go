@@ -39,16 +39,8 @@ func TestDaemonNice(t *testing.T) {
 	if runtime.NumCPU() == 1 {
 		idlePolicy = "2"
 	}
-	tasks, err := os.ReadDir("/proc/" + itoa(d.Process.Pid) + "/task")
-	require.NoError(t, err)
-	require.NotEmpty(t, tasks)
-	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/" + itoa(d.Process.Pid) + "/task/" + task.Name() + "/stat")
-		require.NoError(t, err)
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		require.Equal(t, strconv.Itoa(dropin.DefaultNice), f[16], "thread %s's nice value", task.Name())
-		require.Equal(t, idlePolicy, f[38], "thread %s's policy while idle", task.Name())
-	}
+	require.True(t, threadsAre(t, d.Process.Pid, idlePolicy, strconv.Itoa(dropin.DefaultNice)),
+		"every thread at policy %s, nice %d, while idle", idlePolicy, dropin.DefaultNice)
 
 	for _, tc := range []struct{ args, want string }{
 		{"--nice 30", "--nice 30: a nice value runs from -20 to 19"},
@@ -132,11 +124,11 @@ func childrenOf(pid int) []int {
 	return kids
 }
 
-// threadsAre reports whether every thread of pid has the policy and, if
-// niceV is not "", the nice value.
+// threadsAre reports whether pid has threads and every one has the policy
+// and, if niceV is not "", the nice value (fields 41 and 19 of its stat).
 func threadsAre(t *testing.T, pid int, policy, niceV string) bool {
 	tasks, err := os.ReadDir("/proc/" + itoa(pid) + "/task")
-	if err != nil {
+	if err != nil || len(tasks) == 0 {
 		return false
 	}
 	for _, task := range tasks {
