@@ -40,13 +40,25 @@
 
 static int failures;
 
+#define FAILED(...) do {						\
+	fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);		\
+	fprintf(stderr, __VA_ARGS__);					\
+	fprintf(stderr, " (errno %s)\n", strerror(errno));		\
+	failures++;							\
+} while (0)
+
 #define CHECK(cond, ...) do {						\
 	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fprintf(stderr, " (errno %s)\n", strerror(errno));	\
-		failures++;						\
+		FAILED(__VA_ARGS__);					\
 		return -1;						\
+	}								\
+} while (0)
+
+/* CHECK_OUT is CHECK for a test that must clean up: it goes to out. */
+#define CHECK_OUT(cond, ...) do {					\
+	if (!(cond)) {							\
+		FAILED(__VA_ARGS__);					\
+		goto out;						\
 	}								\
 } while (0)
 
@@ -411,34 +423,24 @@ static int test_read_needs_rd_atomic(void)
 		.send_flags = IBV_SEND_SIGNALED,
 		.wr.rdma = { (uintptr_t)b.buf + 6144, b.mr->rkey },
 	};
-	struct ibv_qp_attr qattr;
+	struct ibv_qp_attr qattr = { 0 };
 	struct ibv_qp_init_attr ia;
 	struct ibv_wc wc;
 	int rc = -1;
 
-	if (!qa || !qb || connect_rc_rd(qa, &a, qb, &b, 0) || connect_rc(qb, &b, qa, &a))
-		goto out;
-	if (post1(qa, &wr) != EINVAL) {
-		fprintf(stderr, "FAIL READ with max_rd_atomic 0 posted: %s\n", strerror(errno));
-		goto out;
-	}
+	CHECK_OUT(qa && qb && !connect_rc_rd(qa, &a, qb, &b, 0) && !connect_rc(qb, &b, qa, &a), "connect");
+	CHECK_OUT(post1(qa, &wr) == EINVAL, "READ with max_rd_atomic 0 posted");
 	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 	wr.wr.atomic.remote_addr = (uintptr_t)b.buf + 6144;
 	wr.wr.atomic.rkey = b.mr->rkey;
 	wr.wr.atomic.compare_add = 1;
-	if (post1(qa, &wr) != EINVAL) {
-		fprintf(stderr, "FAIL FETCH_ADD with max_rd_atomic 0 posted: %s\n", strerror(errno));
-		goto out;
-	}
-	if (ibv_query_qp(qa, &qattr, IBV_QP_STATE, &ia) || qattr.qp_state != IBV_QPS_RTS) {
-		fprintf(stderr, "FAIL the QP left RTS (state %d)\n", qattr.qp_state);
-		goto out;
-	}
+	CHECK_OUT(post1(qa, &wr) == EINVAL, "FETCH_ADD with max_rd_atomic 0 posted");
+	CHECK_OUT(!ibv_query_qp(qa, &qattr, IBV_QP_STATE, &ia) && qattr.qp_state == IBV_QPS_RTS,
+		  "the QP left RTS (state %d)", qattr.qp_state);
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.wr.rdma.remote_addr = (uintptr_t)b.buf + 6144;
 	wr.wr.rdma.rkey = b.mr->rkey;
-	if (post1(qa, &wr) || expect_wc(a.cq, 40, IBV_WC_RDMA_WRITE, &wc))
-		goto out;
+	CHECK_OUT(!post1(qa, &wr) && !expect_wc(a.cq, 40, IBV_WC_RDMA_WRITE, &wc), "WRITE after them");
 	rc = 0;
 out:
 	if (qa && ibv_destroy_qp(qa))
