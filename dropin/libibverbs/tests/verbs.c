@@ -174,6 +174,17 @@ static struct ibv_qp *make_qp(struct end *e, enum ibv_qp_type t, struct ibv_srq 
 	return ibv_create_qp(e->pd, &a);
 }
 
+/* destroy_pair destroys the QPs a test made (either may be NULL) and
+ * returns rc, or -1 if a destroy failed. */
+static int destroy_pair(int rc, struct ibv_qp *x, struct ibv_qp *y)
+{
+	if (x && ibv_destroy_qp(x))
+		rc = -1;
+	if (y && ibv_destroy_qp(y))
+		rc = -1;
+	return rc;
+}
+
 /* connect_rc takes an RC QP through INIT, RTR and RTS towards remote, with
  * the attributes ibv_rc_pingpong uses. */
 static int connect_rc_rd(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote,
@@ -443,10 +454,7 @@ static int test_read_needs_rd_atomic(void)
 	CHECK_OUT(!post1(qa, &wr) && !expect_wc(a.cq, 40, IBV_WC_RDMA_WRITE, &wc), "WRITE after them");
 	rc = 0;
 out:
-	if (qa && ibv_destroy_qp(qa))
-		rc = -1;
-	if (qb && ibv_destroy_qp(qb))
-		rc = -1;
+	rc = destroy_pair(rc, qa, qb);
 	return rc;
 }
 
@@ -587,10 +595,7 @@ static int test_ud(void)
 	CHECK(!ibv_destroy_ah(ah), "destroy_ah");
 	rc = 0;
 out:
-	if (ua && ibv_destroy_qp(ua))
-		rc = -1;
-	if (ub && ibv_destroy_qp(ub))
-		rc = -1;
+	rc = destroy_pair(rc, ua, ub);
 	return rc;
 }
 
@@ -640,10 +645,7 @@ static int test_srq(void)
 	ibv_ack_async_event(&ev);
 	rc = 0;
 out:
-	if (qa && ibv_destroy_qp(qa))
-		rc = -1;
-	if (qb && ibv_destroy_qp(qb))
-		rc = -1;
+	rc = destroy_pair(rc, qa, qb);
 	if (srq && ibv_destroy_srq(srq))
 		rc = -1;
 	return rc;
@@ -966,10 +968,7 @@ static int test_reset_cleans_cq(void)
 	      wc.wr_id, ibv_wc_status_str(wc.status));
 	rc = 0;
 out:
-	if (qa && ibv_destroy_qp(qa))
-		rc = -1;
-	if (qb && ibv_destroy_qp(qb))
-		rc = -1;
+	rc = destroy_pair(rc, qa, qb);
 	return rc;
 }
 
@@ -1073,10 +1072,7 @@ static int test_cq_ring(void)
 	      "a drained overflowed CQ: %s", strerror(errno));
 	rc = 0;
 out:
-	if (qa && ibv_destroy_qp(qa))
-		rc = -1;
-	if (qb && ibv_destroy_qp(qb))
-		rc = -1;
+	rc = destroy_pair(rc, qa, qb);
 	if (cq && ibv_destroy_cq(cq))
 		rc = -1;
 	return rc;
