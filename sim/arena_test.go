@@ -55,3 +55,31 @@ func TestArenaRecycledChunksStartZeroed(t *testing.T) {
 	}
 	second.release()
 }
+
+// A region larger than a chunk gets whole chunks of its own, which the next
+// run takes again: cleared for bytes, as they were for overwritten.
+func TestArenaLargeRegionsRecycled(t *testing.T) {
+	const big = 7*arenaChunk + 1 // 8 MiB blocks: no library scenario asks for them
+	var first arena
+	a, b := first.bytes(big), first.overwritten(big)
+	require.Len(t, a, big)
+	require.Len(t, b, big)
+	assert.Equal(t, big, cap(a), "a region's capacity ends at its length")
+	for i := range a {
+		a[i], b[i] = 0xA5, 0x5A
+	}
+	first.release()
+
+	var second arena
+	c := second.bytes(big)
+	d := second.overwritten(big)
+	defer second.release()
+	reused := map[*byte]bool{&a[0]: true, &b[0]: true}
+	assert.True(t, reused[&c[0]] && reused[&d[0]], "the second run takes the first one's blocks")
+	for i, v := range c {
+		if v != 0 {
+			t.Fatalf("byte %d is %#x, not zero", i, v)
+		}
+	}
+	assert.NotEqual(t, &c[0], &d[0])
+}

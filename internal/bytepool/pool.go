@@ -15,7 +15,22 @@ type Pool struct {
 // Get returns n zeroed bytes: a slice put back with that length, cleared,
 // or a new one.
 func (p *Pool) Get(n int) []byte {
-	var b []byte
+	b, reused := p.take(n)
+	if reused {
+		clear(b)
+	}
+	return b
+}
+
+// Take returns n bytes as Get does but, when they were put back, with what
+// they held: for a caller that overwrites every byte before it reads one,
+// so that what a job sees never depends on the job before it.
+func (p *Pool) Take(n int) []byte {
+	b, _ := p.take(n)
+	return b
+}
+
+func (p *Pool) take(n int) (b []byte, reused bool) {
 	p.mu.Lock()
 	if l := p.free[n]; len(l) > 0 {
 		b = l[len(l)-1]
@@ -25,10 +40,9 @@ func (p *Pool) Get(n int) []byte {
 	}
 	p.mu.Unlock()
 	if b == nil {
-		return make([]byte, n)
+		return make([]byte, n), false
 	}
-	clear(b)
-	return b
+	return b, true
 }
 
 // Put gives b back for a later Get of its length. The caller must not use

@@ -35,3 +35,20 @@ func TestPool(t *testing.T) {
 	zero.Put(make([]byte, 10))
 	assert.Zero(t, zero.bytes, "the zero Pool keeps nothing")
 }
+
+// Take hands back what was put back as it was: the cost of clearing is
+// saved for callers that overwrite everything.
+func TestPoolTake(t *testing.T) {
+	p := Pool{Keep: 1 << 20}
+	a := p.Take(64)
+	require.Len(t, a, 64)
+	assert.Equal(t, make([]byte, 64), a, "new bytes are zero")
+	a[0], a[63] = 1, 2
+	p.Put(a)
+	b := p.Take(64)
+	assert.Same(t, &a[0], &b[0])
+	assert.Equal(t, []byte{1, 2}, []byte{b[0], b[63]}, "Take does not clear")
+	p.Put(b)
+	c := p.Get(64)
+	assert.Equal(t, make([]byte, 64), c, "Get does")
+}
