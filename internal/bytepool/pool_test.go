@@ -52,3 +52,13 @@ func TestPoolTake(t *testing.T) {
 	c := p.Get(64)
 	assert.Equal(t, make([]byte, 64), c, "Get does")
 }
+
+func TestPoolDrain(t *testing.T) {
+	p := Pool{Keep: 1 << 20}
+	a := p.Get(64)
+	p.Put(a)
+	p.Drain()
+	assert.Zero(t, p.bytes)
+	b := p.Get(64)
+	assert.NotSame(t, &a[0], &b[0], "drained: new bytes")
+}
