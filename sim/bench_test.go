@@ -44,31 +44,44 @@ func BenchmarkOneCore(b *testing.B) {
 func runScenarioBench(b *testing.B) {
 	for _, name := range benchScenarios(b) {
 		b.Run(name, func(b *testing.B) {
-			// Each scenario starts from the same state, whatever ran
-			// before it: run after a large one, a small one found the
-			// large one's memory recycled and its garbage collector
-			// paced by it, and measured up to 15% off its speed alone.
-			arenaPool.Drain()
-			runtime.GC()
 			sc, err := Load("../testdata/scenarios/" + name + ".json")
 			if err != nil {
 				b.Fatal(err)
 			}
+			// Each scenario starts from the same state, whatever ran
+			// before it (run after a large one, a small one found the
+			// large one's memory recycled and its garbage collector
+			// paced by it, and measured up to 15% off its speed
+			// alone), then runs once untimed, as a search or a sweep
+			// of it would have.
+			arenaPool.Drain()
+			runtime.GC()
+			if _, err := Run(sc, 1); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
-			var frames, events uint64
+			b.ResetTimer()
+			var frames, events, failed uint64
 			for i := 0; i < b.N; i++ {
 				res, err := Run(sc, uint64(i+1))
 				if err != nil {
 					b.Fatal(err)
 				}
+				// The library's tests hold every scenario to its
+				// invariants on seeds 1 and 2 (TestScenarioLibrary);
+				// beyond them a few end otherwise by design (in
+				// bursty-loss a burst can outlast one packet's retry
+				// budget; cm-connect may lose no CM message to resend).
+				// Such a run is still a run to time: it is counted.
 				if !res.OK() {
-					b.Fatalf("seed %d:\n%s", i+1, res.Failures())
+					failed++
 				}
 				frames += res.Network.Sent
 				events += res.Events
 			}
 			b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(failed), "violating-runs")
 		})
 	}
 }
