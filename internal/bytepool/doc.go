@@ -1,5 +1,6 @@
 // Package bytepool keeps the byte slices a finished job gave back, by
-// length, for the next job to take cleared: bounded, shared across
+// length, for the next job to take cleared (or, for a job that overwrites
+// them whole before reading, as they are): bounded, shared across
 // goroutines, and deterministic (unlike sync.Pool, whose items the garbage
 // collector and the race detector drop at will, what is put back is there to
 // be taken).
