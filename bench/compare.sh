@@ -9,22 +9,30 @@
 #                                with GSO and GRO, and the mem link's figures
 #
 # It prints the table with the ratios and the targets, and writes it as JSON.
+# Each pair is measured in ROUNDS rounds (default 3), both sides once a
+# round, one after the other: the table gives each side's median and their
+# ratio, the JSON every round's figures too. On a shared 2-core machine one
+# measurement of a pair moves by a fifth from run to run; the median of
+# rounds taken side by side moves much less.
 #
-#   bash bench/compare.sh [-o results.json] [-n LAT_ITERS] [-b BW_ITERS]
+#   bash bench/compare.sh [-o results.json] [-n LAT_ITERS] [-b BW_ITERS] [-r ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin
 out=bench-results.json
 lat_n=5000
 bw_n=5000
-while getopts "o:n:b:" o; do
+rounds=3
+while getopts "o:n:b:r:" o; do
 	case $o in
 	o) out=$OPTARG ;;
 	n) lat_n=$OPTARG ;;
 	b) bw_n=$OPTARG ;;
-	*) echo "usage: $0 [-o results.json] [-n LAT_ITERS] [-b BW_ITERS]" >&2; exit 2 ;;
+	r) rounds=$OPTARG ;;
+	*) echo "usage: $0 [-o results.json] [-n LAT_ITERS] [-b BW_ITERS] [-r ROUNDS]" >&2; exit 2 ;;
 	esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: -r wants a number of rounds, 1 or more, not '$rounds'" >&2; exit 2; }
 for t in ib_send_lat ib_write_bw gcc make taskset; do
 	command -v $t >/dev/null || { echo "compare.sh: $t is missing: apt-get install perftest gcc make" >&2; exit 1; }
 done
@@ -91,11 +99,24 @@ dropin() {
 	local v; v=$(field "$tmp/dcli.out" "$f"); must "$v" "$tmp/dcli.out"; echo "$v"
 }
 
+# Each measurement's figures, one per round, by name.
+declare -A runs
+add() { runs[$1]="${runs[$1]:-}${runs[$1]:+ }$2"; }
+# median NAME: the median of NAME's rounds.
+median() {
+	printf '%s\n' ${runs[$1]} | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+# json_list NAME: NAME's rounds as a JSON array.
+json_list() { printf '[%s]' "$(printf '%s\n' ${runs[$1]} | paste -sd, -)"; }
+
 rows=()
-# row NAME UNIT MINE THEIRS BASELINE-NAME RELATION TARGET: one line of the table;
+# row NAME UNIT MINE THEIRS BASELINE-NAME RELATION TARGET: one line of the
+# table, MINE and THEIRS naming measurements (their medians are compared);
 # RELATION le: the ratio must be at most TARGET, ge: at least, -: no target.
 row() {
-	local name=$1 unit=$2 mine=$3 ref=$4 refname=$5 rel=$6 target=$7 ratio met tgt
+	local name=$1 unit=$2 mine ref refname=$5 rel=$6 target=$7 ratio met tgt
+	mine=$(median "$3")
+	ref=$(median "$4")
 	ratio=$(awk -v a="$mine" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')
 	case $rel in
 	le)
@@ -109,28 +130,38 @@ row() {
 	*) tgt=- met=- ;;
 	esac
 	printf "| %s | %s %s | %s: %s %s | %s | %s | %s |\n" "$name" "$mine" "$unit" "$refname" "$ref" "$unit" "$ratio" "$tgt" "$met"
-	rows+=("$(printf '{"pair": "%s", "unit": "%s", "softroce": %s, "baseline": "%s", "baseline_value": %s, "ratio": %s, "target": "%s", "met": "%s"}' \
-		"$name" "$unit" "$mine" "$refname" "$ref" "$ratio" "$tgt" "$met")")
+	rows+=("$(printf '{"pair": "%s", "unit": "%s", "softroce": %s, "baseline": "%s", "baseline_value": %s, "ratio": %s, "target": "%s", "met": "%s", "softroce_rounds": %s, "baseline_rounds": %s}' \
+		"$name" "$unit" "$mine" "$refname" "$ref" "$ratio" "$tgt" "$met" "$(json_list "$3")" "$(json_list "$4")")")
 }
 
+last=$(($(nproc) - 1))
+for r in $(seq "$rounds"); do
+	echo "# round $r of $rounds" >&2
+	add raw "$(raw_lat 0 "$last")"
+	add raw1 "$(raw_lat 0 0)"
+	for v in send write read; do
+		add "perf_${v}_lat" "$(native "$v" 5 --lat -n "$lat_n")"
+		add "dropin_${v}_lat" "$(dropin "ib_${v}_lat" 5 -n "$lat_n")"
+	done
+	for v in write send read; do
+		add "perf_${v}_bw" "$(native "$v" 4 -s 65536 -n "$bw_n")"
+		add "dropin_${v}_bw" "$(dropin "ib_${v}_bw" 4 -s 65536 -n "$bw_n")"
+	done
+done
+
 echo "# issue 14's comparison, $(date -u +%F), $(nproc) CPUs, UDP loopback 127.0.0.2 <-> 127.0.0.3"
-echo "# latency: typical (median) of $lat_n iterations, 2 B; bandwidth: 64 KiB x $bw_n, BW average"
+echo "# latency: typical (median) of $lat_n iterations, 2 B; bandwidth: 64 KiB x $bw_n, BW average;"
+echo "# each side the median of $rounds rounds taken side by side"
 echo
 echo "| pair | softroce | baseline | ratio | target | met |"
 echo "|---|---|---|---|---|---|"
-last=$(($(nproc) - 1))
-raw=$(raw_lat 0 "$last")
-raw1=$(raw_lat 0 0)
-perf_send_lat=$(native send 5 --lat -n "$lat_n")
-row "softroce perf send --lat" us "$perf_send_lat" "$raw" "raw UDP ping-pong, half round trip, on two CPUs" le 1.5
-perf_write_lat=$(native write 5 --lat -n "$lat_n")
-perf_read_lat=$(native read 5 --lat -n "$lat_n")
-row "drop-in ib_send_lat" us "$(dropin ib_send_lat 5 -n "$lat_n")" "$perf_send_lat" "softroce perf send --lat" le 1.2
-row "drop-in ib_write_lat" us "$(dropin ib_write_lat 5 -n "$lat_n")" "$perf_write_lat" "softroce perf write --lat" le 1.2
-row "drop-in ib_read_lat" us "$(dropin ib_read_lat 5 -n "$lat_n")" "$perf_read_lat" "softroce perf read --lat" - -
-row "drop-in ib_write_bw" MB/s "$(dropin ib_write_bw 4 -s 65536 -n "$bw_n")" "$(native write 4 -s 65536 -n "$bw_n")" "softroce perf write" ge 0.95
-row "drop-in ib_send_bw" MB/s "$(dropin ib_send_bw 4 -s 65536 -n "$bw_n")" "$(native send 4 -s 65536 -n "$bw_n")" "softroce perf send" - -
-row "drop-in ib_read_bw" MB/s "$(dropin ib_read_bw 4 -s 65536 -n "$bw_n")" "$(native read 4 -s 65536 -n "$bw_n")" "softroce perf read" - -
+row "softroce perf send --lat" us perf_send_lat raw "raw UDP ping-pong, half round trip, on two CPUs" le 1.5
+row "drop-in ib_send_lat" us dropin_send_lat perf_send_lat "softroce perf send --lat" le 1.2
+row "drop-in ib_write_lat" us dropin_write_lat perf_write_lat "softroce perf write --lat" le 1.2
+row "drop-in ib_read_lat" us dropin_read_lat perf_read_lat "softroce perf read --lat" - -
+row "drop-in ib_write_bw" MB/s dropin_write_bw perf_write_bw "softroce perf write" ge 0.95
+row "drop-in ib_send_bw" MB/s dropin_send_bw perf_send_bw "softroce perf send" - -
+row "drop-in ib_read_bw" MB/s dropin_read_bw perf_read_bw "softroce perf read" - -
 
 # The device's own benchmarks: UDP loopback against raw UDP with GSO and
 # GRO, and the mem link.
@@ -140,9 +171,14 @@ rdma=$(metric BenchmarkUDPLoopback rdma-MB/s)
 gso=$(metric BenchmarkUDPLoopback gso-MB/s)
 must "$rdma" "$tmp/bench.out"
 must "$gso" "$tmp/bench.out"
-row "RDMA WRITE 64 KiB, MTU 4096 (BenchmarkUDPLoopback)" MB/s "$rdma" "$gso" "raw UDP with GSO and GRO" ge 0.6
+# One run of the benchmark: it alternates the RDMA rounds with the raw ones
+# itself.
+add udp_rdma "$rdma"
+add udp_gso "$gso"
+row "RDMA WRITE 64 KiB, MTU 4096 (BenchmarkUDPLoopback)" MB/s udp_rdma udp_gso "raw UDP with GSO and GRO" ge 0.6
 mem=$(metric 'BenchmarkWrite64KiB' GB/s)
 rate=$(metric 'BenchmarkWrite8B' ops/s)
+raw1=$(median raw1)
 echo
 echo "raw UDP ping-pong with both processes on one CPU: $raw1 us"
 echo "mem link, two devices in one process: RDMA WRITE 64 KiB $mem GB/s; RDMA WRITE 8 B $rate ops/s"
