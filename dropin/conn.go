@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -63,12 +64,17 @@ type conn struct {
 	cm *cmSession
 
 	// The rings (wqring.go): the QPs that have them, whether the poller
-	// sleeps (under mu), its doorbell (an eventfd, bellFD its descriptor)
-	// and its stop and done signals.
+	// sleeps (under mu; asleep mirrors it for the device's goroutines,
+	// which may not take mu), its doorbell (an eventfd, bellFD its
+	// descriptor; kickFD the same for kickPoller, -1 once the poller
+	// stops, under kickMu) and its stop and done signals.
 	ringQPs  []*connQP
 	sleeping bool
+	asleep   atomic.Bool
 	bell     *os.File
 	bellFD   int
+	kickMu   sync.Mutex
+	kickFD   int
 	pollStop chan struct{}
 	pollDone chan struct{}
 
@@ -115,7 +121,7 @@ type connSRQ struct {
 
 func newConn(d *Server, ctx *verbsapi.Context, uc *net.UnixConn) *conn {
 	c := &conn{
-		d: d, ctx: ctx, w: newWire(uc), outFD: -1,
+		d: d, ctx: ctx, w: newWire(uc), outFD: -1, kickFD: -1,
 		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, mws: map[uint32]*verbsapi.MW{},
 		chans: map[uint32]*connChan{}, cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{},
 		srqs: map[uint32]*connSRQ{}, ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),
@@ -280,7 +286,9 @@ func (c *conn) call(r *request) syscall.Errno {
 	case opCreateQP:
 		return c.createQP(b)
 	case opModifyQP:
-		return c.modifyQP(b)
+		errno := c.modifyQP(b)
+		c.kickPoller() // the QP may be in the error state now
+		return errno
 	case opQueryQP:
 		return c.queryQP(b)
 	case opDestroyQP:

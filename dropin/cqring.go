@@ -54,6 +54,9 @@ type cqRing struct {
 	mem  []byte
 	n    uint32 // entries
 	prod uint32 // completions written: the daemon's own count
+	// onError, if set, is called for a completion in error, whose QP may
+	// have entered the error state (the connection's kickPoller).
+	onError func()
 }
 
 // newCQRing makes a ring of n entries and returns it with the memfd to
@@ -98,6 +101,9 @@ func (r *cqRing) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[
 // Put writes wc at the producer count and then publishes it: the entry's
 // bytes are in place before the program can see the new count.
 func (r *cqRing) Put(wc verbsapi.WC) bool {
+	if wc.Status != verbsapi.WCSuccess && r.onError != nil {
+		r.onError()
+	}
 	if r.prod-atomic.LoadUint32(r.word(cqRingCons)) >= r.n {
 		atomic.StoreUint32(r.word(cqRingFlags), cqRingOverflow)
 		return false

@@ -135,6 +135,7 @@ func (c *conn) newRing(cqe int) (*cqRing, int, int64, syscall.Errno) {
 		c.reason = err
 		return nil, -1, 0, errnoOf(err)
 	}
+	ring.onError = c.kickPoller
 	return ring, fd, bytes, 0
 }
 

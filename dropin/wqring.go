@@ -6,10 +6,17 @@ package dropin
 // into the next slot and publish it; the daemon's ring poller (one per
 // connection) takes it into the QP. The poller may keep looking for a
 // while after each WR it takes (Server.RingSpin), and sleeps on the context's
-// doorbell (an eventfd) otherwise, having said so in every ring: a
+// doorbell (an eventfd) otherwise, having said so in every send ring: a
 // program rings the doorbell only when the poller sleeps, so a stream of
 // posts costs no system call and a lone post one write, never a round
-// trip.
+// trip. A receive ring asks for no doorbell at all while its QP works:
+// the device takes its WRs when a message needs one (recvRefill), as an
+// RNIC reads its receive queue, so ibv_post_recv makes no system call, as
+// with mlx5, whose receive doorbell is a word in host memory. Only a QP in
+// the error state, which must flush what is posted to it, has its receive
+// ring ask, and the poller is woken (kickPoller) whenever a QP may have
+// entered that state while it slept: after a modify, a WR the daemon
+// refused, or a completion in error.
 //
 // The library posts through a ring only what cannot fail there: a QP in
 // a state that takes the WR, SGE and inline counts within the QP's caps,
@@ -155,14 +162,14 @@ func newQPRings(sqN uint32, sqSlot int, rqN uint32, rqSlot int, sleeping bool) (
 	ring := func(m []byte, n uint32, slot int) *wqRing {
 		r := &wqRing{mem: m, slots: n, slotSize: slot}
 		*r.word(wqRingSlots), *r.word(wqRingSlotSize) = n, uint32(slot)
-		if sleeping {
-			*r.word(wqRingSleeping) = 1
-		}
 		return r
 	}
 	q.sq = ring(mem[:ringBytes(sqN, sqSlot)], sqN, sqSlot)
 	if rqN > 0 {
-		q.rq = ring(mem[rqOff:], rqN, rqSlot)
+		q.rq = ring(mem[rqOff:], rqN, rqSlot) // a new QP is not in the error state
+	}
+	if sleeping {
+		*q.sq.word(wqRingSleeping) = 1
 	}
 	return q, fd, nil
 }
@@ -175,11 +182,38 @@ func (q *qpRings) unmap() {
 	}
 }
 
-// setSleeping says in both rings whether the poller sleeps.
-func (q *qpRings) setSleeping(v uint32) {
-	atomic.StoreUint32(q.sq.word(wqRingSleeping), v)
+// setSleeping says in the rings whether a post there must ring the
+// doorbell: sq for the send ring, rq for the receive ring.
+func (q *qpRings) setSleeping(sq, rq uint32) {
+	atomic.StoreUint32(q.sq.word(wqRingSleeping), sq)
 	if q.rq != nil {
-		atomic.StoreUint32(q.rq.word(wqRingSleeping), v)
+		atomic.StoreUint32(q.rq.word(wqRingSleeping), rq)
+	}
+}
+
+// rqBell is what a sleeping poller says in q's receive ring: ring the
+// doorbell only if the QP is in the error state, where a posted WR must be
+// flushed rather than wait for a message to take it.
+func rqBell(q *connQP) uint32 {
+	if q.qp.State() == verbsapi.QPSErr {
+		return 1
+	}
+	return 0
+}
+
+// kickPoller wakes a sleeping poller, to look at every ring again and say
+// afresh in each whether to ring: a QP may have entered the error state.
+// Any goroutine may call it (a completion's, under the device's lock).
+func (c *conn) kickPoller() {
+	if !c.asleep.Load() {
+		return
+	}
+	c.kickMu.Lock()
+	defer c.kickMu.Unlock()
+	if c.kickFD >= 0 {
+		var one [8]byte
+		one[0] = 1
+		unix.Write(c.kickFD, one[:])
 	}
 }
 
@@ -329,6 +363,7 @@ func (c *conn) ringRefused(q *connQP, queue string, errno syscall.Errno) {
 	c.d.logf("program pid %d: QP %d: a WR in its %s ring refused (%v); the QP goes to the error state",
 		c.pid, q.qp.QPN(), queue, errno)
 	q.qp.Modify(&verbsapi.QPAttr{State: verbsapi.QPSErr}, verbsapi.QPAttrState)
+	c.kickPoller()
 }
 
 // doorbell answers SR_OP_DOORBELL: the context's doorbell eventfd, made
@@ -343,6 +378,9 @@ func (c *conn) doorbellFD(b []byte) syscall.Errno {
 			return c.errnoOf(fmt.Errorf("doorbell: %w", err))
 		}
 		c.bell, c.bellFD = os.NewFile(uintptr(fd), "softroce-doorbell"), fd
+		c.kickMu.Lock()
+		c.kickFD = fd
+		c.kickMu.Unlock()
 		c.pollStop = make(chan struct{})
 		c.pollDone = make(chan struct{})
 		go c.pollRings()
@@ -402,9 +440,12 @@ func (c *conn) drainRings(sleep bool) (worked, blocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sleep {
+		// asleep first: a QP that enters the error state after this
+		// kicks the poller; one that did before shows in rqBell.
 		c.sleeping = true
+		c.asleep.Store(true)
 		for _, q := range c.ringQPs {
-			q.rings.setSleeping(1)
+			q.rings.setSleeping(1, rqBell(q))
 		}
 	}
 	return c.drainRingsLocked()
@@ -415,8 +456,9 @@ func (c *conn) wake() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sleeping = false
+	c.asleep.Store(false)
 	for _, q := range c.ringQPs {
-		q.rings.setSleeping(0)
+		q.rings.setSleeping(0, 0)
 	}
 }
 
@@ -425,6 +467,9 @@ func (c *conn) stopPoller() {
 	if c.bell == nil {
 		return
 	}
+	c.kickMu.Lock()
+	c.kickFD = -1 // closed below: no kick may write to the number after
+	c.kickMu.Unlock()
 	close(c.pollStop)
 	var one [8]byte
 	one[0] = 1

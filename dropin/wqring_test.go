@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/verbsapi"
 )
@@ -100,6 +101,64 @@ func TestQPRingsUntrusted(t *testing.T) {
 	assert.EqualValues(t, verbsapi.QPSErr, attr.Attr.QPState, "a refused WR moves the QP to the error state")
 	// The daemon still serves the program.
 	a.handle(opAllocPD, nil)
+}
+
+// A poller going to sleep asks for the doorbell in a QP's send ring but,
+// while the QP works, not in its receive ring: the device takes a receive
+// WR when a message needs one, so a post there makes no system call. A QP
+// in the error state must flush what is posted to it: its receive ring
+// asks too. Waking clears both.
+func TestQPRingsReceiveDoorbellOnlyInError(t *testing.T) {
+	a, b := ringPair(t)
+	asq, arq := a.ringsOf(a.qp.Handle)
+	_, brq := b.ringsOf(b.qp.Handle)
+	bell := func(r progRing) uint32 { return atomic.LoadUint32(r.word(wqRingSleeping)) }
+	a.local.drainRings(true)
+	b.local.drainRings(true)
+	assert.EqualValues(t, 1, bell(asq), "send ring: ring when the poller sleeps")
+	assert.EqualValues(t, 0, bell(arq), "receive ring of a working QP: never")
+
+	// A receive posted while b's poller sleeps, with no doorbell, is found
+	// by the SEND that arrives for it.
+	copy(a.mem.mem, "no doorbell")
+	brq.put(append(enc(wireRecvWR{WRID: 7, NumSGE: 1}), enc(b.sge(0, 64))...))
+	asq.put(append(enc(wireSendWR{WRID: 9, Opcode: uint32(verbsapi.WRSend), SendFlags: wrSignal, NumSGE: 1}),
+		enc(a.sge(0, 11))...))
+	a.drain()
+	assert.Equal(t, uint64(9), a.pollOne(a.cq).WRID)
+	assert.Equal(t, uint64(7), b.pollOne(b.cq).WRID)
+	assert.Equal(t, "no doorbell", string(b.mem.mem[:11]))
+
+	require.Zero(t, a.modify(a.qp.Handle, verbsapi.QPAttrState, wireQPAttr{QPState: uint32(verbsapi.QPSErr)}))
+	a.local.drainRings(true)
+	assert.EqualValues(t, 1, bell(arq), "receive ring of a QP in the error state: ring")
+	a.local.wake()
+	assert.EqualValues(t, 0, bell(asq))
+	assert.EqualValues(t, 0, bell(arq))
+}
+
+// kickPoller rings the doorbell for the daemon itself, only while the
+// poller sleeps and only while it has one.
+func TestKickPoller(t *testing.T) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	c := &conn{kickFD: fd}
+	read := func() uint64 {
+		var b [8]byte
+		if n, err := unix.Read(fd, b[:]); err != nil || n != 8 {
+			return 0
+		}
+		return binary.LittleEndian.Uint64(b[:])
+	}
+	c.kickPoller()
+	assert.Zero(t, read(), "awake: no kick")
+	c.asleep.Store(true)
+	c.kickPoller()
+	assert.EqualValues(t, 1, read(), "asleep: one kick")
+	c.kickFD = -1
+	c.kickPoller()
+	assert.Zero(t, read(), "no doorbell: no kick")
 }
 
 // READ and atomics come through the ring too when the QP has a

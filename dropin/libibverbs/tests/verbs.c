@@ -196,7 +196,8 @@ static int connect_rc(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, 
 }
 
 /* connect_rc_rd is connect_rc with the QP's max_rd_atomic (0: it may send
- * no READ or atomic). */
+ * no READ or atomic; -1: the QP stays in RTR, for the caller to take to
+ * RTS with attributes of its own). */
 static int connect_rc_rd(struct ibv_qp *qp, struct end *local, struct ibv_qp *rqp, struct end *remote,
 			 int max_rd_atomic)
 {
@@ -225,6 +226,8 @@ static int connect_rc_rd(struct ibv_qp *qp, struct end *local, struct ibv_qp *rq
 	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 			     IBV_QP_MIN_RNR_TIMER), "modify RTR");
+	if (max_rd_atomic < 0)
+		return 0;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
@@ -972,6 +975,67 @@ out:
 	return rc;
 }
 
+/* test_recv_flush_after_error: a receive posted through the ring to a QP
+ * in the error state is flushed while the daemon's poller sleeps, however
+ * the QP got there: by running out of retries towards a QP that is gone,
+ * which the daemon learns of from the completion, well after the post, or
+ * by a modify. A receive ring asks for no doorbell while its QP works, so
+ * the daemon must say when it does. */
+static int test_recv_flush_after_error(void)
+{
+	struct ibv_qp *qa = make_qp(&a, IBV_QPT_RC, NULL), *qb = make_qp(&b, IBV_QPT_RC, NULL);
+	struct ibv_sge rsge = { (uintptr_t)a.buf + 7168, 64, a.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 40, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	struct ibv_sge sge = { (uintptr_t)a.buf + 7168, 16, a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 41, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RTS, .timeout = 8, .retry_cnt = 1,
+				  .rnr_retry = 7, .sq_psn = 100, .max_rd_atomic = 1 };
+	struct timespec nap = { 0, 50000000 }; /* the poller goes to sleep */
+	struct ibv_wc wc;
+	int rc = -1;
+
+	CHECK_OUT(qa && qb, "create QPs");
+	/* qa towards qb, with a 1 ms ACK timeout and one retry; then qb goes,
+	 * so that nothing answers. */
+	if (connect_rc(qb, &b, qa, &a) || connect_rc_rd(qa, &a, qb, &b, -1))
+		goto out;
+	CHECK_OUT(!ibv_modify_qp(qa, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), "qa to RTS");
+	CHECK_OUT(!ibv_destroy_qp(qb), "destroy qb");
+	qb = NULL;
+	CHECK_OUT(!post1(qa, &wr), "post a SEND nothing will answer");
+	CHECK_OUT(!wait_wc(a.cq, &wc), "no completion for the SEND");
+	CHECK_OUT(wc.wr_id == 41 && wc.status == IBV_WC_RETRY_EXC_ERR, "wr %" PRIu64 " status %s",
+		  wc.wr_id, ibv_wc_status_str(wc.status));
+	nanosleep(&nap, NULL);
+	CHECK_OUT(!ibv_post_recv(qa, &rwr, &rbad), "post_recv to qa in the error state");
+	CHECK_OUT(!wait_wc(a.cq, &wc), "the receive posted after the error is not flushed");
+	CHECK_OUT(wc.wr_id == 40 && wc.status == IBV_WC_WR_FLUSH_ERR, "wr %" PRIu64 " status %s",
+		  wc.wr_id, ibv_wc_status_str(wc.status));
+
+	qb = make_qp(&b, IBV_QPT_RC, NULL);
+	CHECK_OUT(qb, "create qb again");
+	if (connect_rc(qb, &b, qa, &a))
+		goto out;
+	nanosleep(&nap, NULL);
+	at.qp_state = IBV_QPS_ERR;
+	CHECK_OUT(!ibv_modify_qp(qb, &at, IBV_QP_STATE), "qb to ERR");
+	nanosleep(&nap, NULL);
+	rwr.wr_id = 42;
+	rsge.addr = (uintptr_t)b.buf + 7168;
+	rsge.lkey = b.mr->lkey;
+	CHECK_OUT(!ibv_post_recv(qb, &rwr, &rbad), "post_recv to qb in the error state");
+	CHECK_OUT(!wait_wc(b.cq, &wc), "the receive posted after the modify is not flushed");
+	CHECK_OUT(wc.wr_id == 42 && wc.status == IBV_WC_WR_FLUSH_ERR, "wr %" PRIu64 " status %s",
+		  wc.wr_id, ibv_wc_status_str(wc.status));
+	rc = 0;
+out:
+	return destroy_pair(rc, qa, qb);
+}
+
 /* test_destroy_cleans_cq: a destroyed QP leaves none of its completions in
  * its CQ (here the flushes of receives posted through its ring), as mlx5's
  * provider cleans them: a program may free what the WR ids point to. */
@@ -1481,6 +1545,7 @@ int main(void)
 	RUN(test_rereg_pd());
 	RUN(test_mw());
 	RUN(test_reset_cleans_cq());
+	RUN(test_recv_flush_after_error());
 	RUN(test_cq_ring());
 	RUN(test_destroy_cleans_cq());
 	RUN(test_peer_cred());
