@@ -299,9 +299,12 @@ _Static_assert(__builtin_offsetof(struct sr_cq_ring, cons) == 64 &&
  * POST_SEND or POST_RECV body after its struct sr_post (no binds). prod
  * counts WRs written (only the library writes it), cons WRs the daemon
  * took into the QP, done those of them the QP has finished with
- * (completed or flushed; it may lag), sleeping whether the daemon's
- * poller sleeps: after publishing prod, the library rings the doorbell
- * (SR_OP_DOORBELL's eventfd) when it reads sleeping set. The library
+ * (completed or flushed; it may lag), sleeping whether a post must wake
+ * the daemon's poller: set in a send ring while the poller sleeps, in a
+ * receive ring only while it sleeps and the QP is in the error state (the
+ * device takes receive WRs when a message needs one); after publishing
+ * prod, the library rings the doorbell (SR_OP_DOORBELL's eventfd) when it
+ * reads sleeping set. The library
  * posts through a ring only while prod - cons leaves a slot and
  * prod - done stays within the QP's depth; otherwise it calls POST_*,
  * which takes what waits in the rings first. */

@@ -1,8 +1,10 @@
 /* wq.c: posting through a QP's rings (struct sr_wq_ring in proto.h), shared
  * with the daemon as a kernel provider shares its queues with the driver: a
  * post writes the WRs into slots, publishes them, and rings the doorbell
- * only when the daemon's poller sleeps. Only WRs that cannot fail in the
- * QP go this way (see proto.h); for anything else the caller makes a call.
+ * only when the ring says the daemon's poller must be woken (a send ring
+ * while it sleeps; a receive ring while it sleeps and the QP is in the
+ * error state). Only WRs that cannot fail in the QP go this way (see
+ * proto.h); for anything else the caller makes a call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -77,9 +79,9 @@ static void ring_doorbell(struct ibv_context *ctx)
 	(void)n; /* a full eventfd is rung already */
 }
 
-/* publish makes *prod the ring's count and rings the doorbell if the poller
- * sleeps. Both sides store, then load the other's word, sequentially
- * consistent: either the poller sees the WRs or the library sees it sleep. */
+/* publish makes *prod the ring's count and rings the doorbell if the ring
+ * asks. Both sides store, then load the other's word, sequentially
+ * consistent: either the poller sees the WRs or the library sees the ask. */
 static void publish(struct ibv_context *ctx, struct sr_wq_ring *r, uint32_t prod)
 {
 	__atomic_store_n(&r->prod, prod, __ATOMIC_SEQ_CST);
