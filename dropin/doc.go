@@ -20,10 +20,11 @@
 // (cqring.go): the device writes each completion into it as it happens,
 // and ibv_poll_cq reads it without a call. Every QP has a send and a
 // receive ring the same way (wqring.go): ibv_post_send and ibv_post_recv
-// write WRs into slots and ring the context's doorbell (an eventfd) only
-// when the daemon's poller for the program sleeps; the device reads the
-// receive ring when a message needs a WR, as an RNIC reads its receive
-// queue. An SRQ has a receive ring too, read at every take from it. What
+// write WRs into slots; a send rings the context's doorbell (an eventfd)
+// only when the daemon's poller for the program sleeps, a receive only when
+// its QP is also in the error state, since the device reads the receive
+// ring when a message needs a WR, as an RNIC reads its receive queue. An
+// SRQ has a receive ring too, read at every take from it. What
 // cannot go through a ring (binds, local invalidation, READ and atomics
 // on a QP with max_rd_atomic 0, a full queue) goes by
 // a call, which takes what waits in the rings first.
