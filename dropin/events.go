@@ -137,6 +137,9 @@ func (c *conn) routeAsyncEvents() {
 		switch {
 		case e.QP != nil:
 			obj, kind = e.QP, elemQP
+			// A QP's async error took it to the error state, perhaps
+			// with no completion to say so (wqring.go's kickPoller).
+			c.kickPoller()
 		case e.CQ != nil:
 			obj, kind = e.CQ, elemCQ
 		case e.SRQ != nil:

@@ -16,7 +16,7 @@ package dropin
 // the error state, which must flush what is posted to it, has its receive
 // ring ask, and the poller is woken (kickPoller) whenever a QP may have
 // entered that state while it slept: after a modify, a WR the daemon
-// refused, or a completion in error.
+// refused, a completion in error, or a QP's asynchronous event.
 //
 // The library posts through a ring only what cannot fail there: a QP in
 // a state that takes the WR, SGE and inline counts within the QP's caps,
