@@ -193,9 +193,10 @@ func (q *qpRings) setSleeping(sq, rq uint32) {
 
 // rqBell is what a sleeping poller says in q's receive ring: ring the
 // doorbell only if the QP is in the error state, where a posted WR must be
-// flushed rather than wait for a message to take it.
+// flushed rather than wait for a message to take it. A QP on an SRQ has no
+// receive ring, and its state is not asked (that takes the device's lock).
 func rqBell(q *connQP) uint32 {
-	if q.qp.State() == verbsapi.QPSErr {
+	if q.rings.rq != nil && q.qp.State() == verbsapi.QPSErr {
 		return 1
 	}
 	return 0
