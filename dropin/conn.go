@@ -65,12 +65,14 @@ type conn struct {
 
 	// The rings (wqring.go): the QPs that have them, whether the poller
 	// sleeps (under mu; asleep mirrors it for the device's goroutines,
-	// which may not take mu), its doorbell (an eventfd, bellFD its
-	// descriptor; kickFD the same for kickPoller, -1 once the poller
-	// stops, under kickMu) and its stop and done signals.
+	// which may not take mu), whether a QP may have entered the error
+	// state since it last looked (errSeen), its doorbell (an eventfd,
+	// bellFD its descriptor; kickFD the same for kickPoller, -1 once the
+	// poller stops, under kickMu) and its stop and done signals.
 	ringQPs  []*connQP
 	sleeping bool
 	asleep   atomic.Bool
+	errSeen  atomic.Bool
 	bell     *os.File
 	bellFD   int
 	kickMu   sync.Mutex

@@ -191,21 +191,13 @@ func (q *qpRings) setSleeping(sq, rq uint32) {
 	}
 }
 
-// rqBell is what a sleeping poller says in q's receive ring: ring the
-// doorbell only if the QP is in the error state, where a posted WR must be
-// flushed rather than wait for a message to take it. A QP on an SRQ has no
-// receive ring, and its state is not asked (that takes the device's lock).
-func rqBell(q *connQP) uint32 {
-	if q.rings.rq != nil && q.qp.State() == verbsapi.QPSErr {
-		return 1
-	}
-	return 0
-}
-
-// kickPoller wakes a sleeping poller, to look at every ring again and say
-// afresh in each whether to ring: a QP may have entered the error state.
+// kickPoller notes that a QP may have entered the error state, and wakes
+// a sleeping poller to say afresh in each receive ring whether to ring.
 // Any goroutine may call it (a completion's, under the device's lock).
+// The note (errSeen) comes first: a poller going to sleep stores asleep
+// and then reads it, so either it sees the note or this sees it asleep.
 func (c *conn) kickPoller() {
+	c.errSeen.Store(true)
 	if !c.asleep.Load() {
 		return
 	}
@@ -441,12 +433,23 @@ func (c *conn) drainRings(sleep bool) (worked, blocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sleep {
-		// asleep first: a QP that enters the error state after this
-		// kicks the poller; one that did before shows in rqBell.
 		c.sleeping = true
 		c.asleep.Store(true)
+		// A receive ring asks for the doorbell only if its QP is in the
+		// error state, where a posted WR must be flushed rather than wait
+		// for a message to take it. The states (each a take of the
+		// device's lock) are asked only after a note that a QP may have
+		// failed, and the note stays while one has.
+		check, failed := c.errSeen.Swap(false), false
 		for _, q := range c.ringQPs {
-			q.rings.setSleeping(1, rqBell(q))
+			var rq uint32
+			if check && q.rings.rq != nil && q.qp.State() == verbsapi.QPSErr {
+				rq, failed = 1, true
+			}
+			q.rings.setSleeping(1, rq)
+		}
+		if failed {
+			c.errSeen.Store(true)
 		}
 	}
 	return c.drainRingsLocked()

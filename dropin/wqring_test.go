@@ -140,6 +140,14 @@ func TestQPRingsReceiveDoorbellOnlyInError(t *testing.T) {
 	a.local.wake()
 	assert.EqualValues(t, 0, bell(asq))
 	assert.EqualValues(t, 0, bell(arq))
+	a.local.drainRings(true)
+	assert.EqualValues(t, 1, bell(arq), "the note stays while a QP is in the error state")
+
+	require.Zero(t, a.modify(a.qp.Handle, verbsapi.QPAttrState, wireQPAttr{QPState: uint32(verbsapi.QPSReset)}))
+	a.local.wake()
+	a.local.drainRings(true)
+	assert.EqualValues(t, 0, bell(arq), "out of the error state: no doorbell")
+	assert.False(t, a.local.errSeen.Load(), "and the states are not asked again")
 }
 
 // kickPoller rings the doorbell for the daemon itself, only while the
@@ -158,6 +166,7 @@ func TestKickPoller(t *testing.T) {
 	}
 	c.kickPoller()
 	assert.Zero(t, read(), "awake: no kick")
+	assert.True(t, c.errSeen.Load(), "but the note that a QP may have failed")
 	c.asleep.Store(true)
 	c.kickPoller()
 	assert.EqualValues(t, 1, read(), "asleep: one kick")
