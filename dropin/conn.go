@@ -64,19 +64,17 @@ type conn struct {
 	cm *cmSession
 
 	// The rings (wqring.go): the QPs that have them, whether the poller
-	// sleeps (under mu; asleep mirrors it for the device's goroutines,
-	// which may not take mu), whether a QP may have entered the error
-	// state since it last looked (errSeen), its doorbell (an eventfd,
-	// bellFD its descriptor; kickFD the same for kickPoller, -1 once the
-	// poller stops, under kickMu) and its stop and done signals.
+	// sleeps (asleep: the device's goroutines read it too, without mu),
+	// whether a QP may have entered the error state since it last looked
+	// (errSeen), its doorbell (an eventfd; bellFD its descriptor, -1
+	// before it is made and once the poller stops, under bellMu, for
+	// kickPoller's goroutines) and its stop and done signals.
 	ringQPs  []*connQP
-	sleeping bool
 	asleep   atomic.Bool
 	errSeen  atomic.Bool
 	bell     *os.File
+	bellMu   sync.Mutex
 	bellFD   int
-	kickMu   sync.Mutex
-	kickFD   int
 	pollStop chan struct{}
 	pollDone chan struct{}
 
@@ -123,7 +121,7 @@ type connSRQ struct {
 
 func newConn(d *Server, ctx *verbsapi.Context, uc *net.UnixConn) *conn {
 	c := &conn{
-		d: d, ctx: ctx, w: newWire(uc), outFD: -1, kickFD: -1,
+		d: d, ctx: ctx, w: newWire(uc), outFD: -1, bellFD: -1,
 		pds: map[uint32]*verbsapi.PD{}, mrs: map[uint32]*connMR{}, mws: map[uint32]*verbsapi.MW{},
 		chans: map[uint32]*connChan{}, cqs: map[uint32]*connCQ{}, qps: map[uint32]*connQP{},
 		srqs: map[uint32]*connSRQ{}, ahs: map[uint32]*verbsapi.AH{}, async: newEventQueue[wireAsyncEvent](),

@@ -300,7 +300,7 @@ func (c *conn) makeRings(q *connQP, caps verbsapi.QPCap, onSRQ bool) syscall.Err
 		max(caps.MaxSendSGE, caps.MaxRecvSGE))); errno != 0 {
 		return errno
 	}
-	rings, fd, err := newQPRings(uint32(caps.MaxSendWR), sqSlot, rqN, rqSlot, c.sleeping)
+	rings, fd, err := newQPRings(uint32(caps.MaxSendWR), sqSlot, rqN, rqSlot, c.asleep.Load())
 	if err != nil {
 		c.releaseQueue(int64(size))
 		c.reason = err

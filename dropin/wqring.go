@@ -201,13 +201,18 @@ func (c *conn) kickPoller() {
 	if !c.asleep.Load() {
 		return
 	}
-	c.kickMu.Lock()
-	defer c.kickMu.Unlock()
-	if c.kickFD >= 0 {
-		var one [8]byte
-		one[0] = 1
-		unix.Write(c.kickFD, one[:])
+	c.bellMu.Lock()
+	defer c.bellMu.Unlock()
+	if c.bellFD >= 0 {
+		ringBell(c.bellFD)
 	}
+}
+
+// ringBell adds one to the doorbell eventfd fd, as the library does.
+func ringBell(fd int) {
+	var one [8]byte
+	one[0] = 1
+	unix.Write(fd, one[:]) // a full eventfd is rung already
 }
 
 // drainRingsLocked takes what the program published in its QPs' rings
@@ -370,15 +375,17 @@ func (c *conn) doorbellFD(b []byte) syscall.Errno {
 		if err != nil {
 			return c.errnoOf(fmt.Errorf("doorbell: %w", err))
 		}
-		c.bell, c.bellFD = os.NewFile(uintptr(fd), "softroce-doorbell"), fd
-		c.kickMu.Lock()
-		c.kickFD = fd
-		c.kickMu.Unlock()
+		c.bell = os.NewFile(uintptr(fd), "softroce-doorbell")
+		c.bellMu.Lock()
+		c.bellFD = fd
+		c.bellMu.Unlock()
 		c.pollStop = make(chan struct{})
 		c.pollDone = make(chan struct{})
 		go c.pollRings()
 	}
+	c.bellMu.Lock()
 	c.outFD = c.bellFD // borrowed: the connection keeps its doorbell
+	c.bellMu.Unlock()
 	return 0
 }
 
@@ -433,7 +440,6 @@ func (c *conn) drainRings(sleep bool) (worked, blocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sleep {
-		c.sleeping = true
 		c.asleep.Store(true)
 		// A receive ring asks for the doorbell only if its QP is in the
 		// error state, where a posted WR must be flushed rather than wait
@@ -459,7 +465,6 @@ func (c *conn) drainRings(sleep bool) (worked, blocked bool) {
 func (c *conn) wake() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sleeping = false
 	c.asleep.Store(false)
 	for _, q := range c.ringQPs {
 		q.rings.setSleeping(0, 0)
@@ -471,13 +476,12 @@ func (c *conn) stopPoller() {
 	if c.bell == nil {
 		return
 	}
-	c.kickMu.Lock()
-	c.kickFD = -1 // closed below: no kick may write to the number after
-	c.kickMu.Unlock()
+	c.bellMu.Lock()
+	fd := c.bellFD
+	c.bellFD = -1 // closed below: no kick may write to the number after
+	c.bellMu.Unlock()
 	close(c.pollStop)
-	var one [8]byte
-	one[0] = 1
-	unix.Write(c.bellFD, one[:])
+	ringBell(fd)
 	<-c.pollDone
 	c.bell.Close()
 	c.bell = nil

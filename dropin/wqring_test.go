@@ -156,7 +156,7 @@ func TestKickPoller(t *testing.T) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	require.NoError(t, err)
 	defer unix.Close(fd)
-	c := &conn{kickFD: fd}
+	c := &conn{bellFD: fd}
 	read := func() uint64 {
 		var b [8]byte
 		if n, err := unix.Read(fd, b[:]); err != nil || n != 8 {
@@ -170,7 +170,7 @@ func TestKickPoller(t *testing.T) {
 	c.asleep.Store(true)
 	c.kickPoller()
 	assert.EqualValues(t, 1, read(), "asleep: one kick")
-	c.kickFD = -1
+	c.bellFD = -1
 	c.kickPoller()
 	assert.Zero(t, read(), "no doorbell: no kick")
 }
