@@ -104,6 +104,9 @@ func (m *Manager) Counters() Counters { return m.c }
 // Conns returns the number of connections the manager holds.
 func (m *Manager) Conns() int { return len(m.conns) }
 
+// Listeners returns the number of service IDs the manager listens on.
+func (m *Manager) Listeners() int { return len(m.listeners) }
+
 // State returns a connection's state, StateIdle for one the manager does
 // not hold.
 func (m *Manager) State(id ConnID) State {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/softroce/softroce/cm"
 	"github.com/softroce/softroce/internal/testenv"
 )
 
@@ -145,6 +146,34 @@ func perftestRetryCrash(prog string, cli *toolRun) bool {
 		strings.Contains(cli.out.String(), "Failed to connect RDMA CM events")
 }
 
+// cmListeners returns how many service IDs d's connection manager listens on.
+func cmListeners(d *testDaemon) int {
+	var n int
+	d.ctx.CMPort().Do(func(m *cm.Manager, _ cm.Time) { n = m.Listeners() })
+	return n
+}
+
+// waitListening waits, for at most 10 s, until d's connection manager
+// listens on more service IDs than before, or srv exits, and says whether
+// it does. A client started before its server listens is refused, and
+// retrying it is not enough: a client that makes several connections
+// (ucmatose -c 4) can have its first refused and its later ones accepted,
+// and the server then counts those against the next try's.
+func waitListening(d *testDaemon, before int, srv *toolRun) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for cmListeners(d) <= before {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-srv.done:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
 func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
 	if tc.tcp && l.name == "mem" {
 		t.Skip("the programs also reach the server's address through the host's network, and a mem link's is no host address")
@@ -171,15 +200,23 @@ func runCMToolPair(t *testing.T, lib string, l toolLink, tc cmToolCase) string {
 	for i, a := range tc.server[1:] {
 		sargs[i] = subst(a)
 	}
+	before := cmListeners(l.serverDaemon)
 	srv, err := startTool(ctx, lib, l.server, tc.server[0], sargs...)
 	require.NoError(t, err)
 	defer func() { cancel(); <-srv.done }()
+	if !tc.tcp { // qperf and udpong first listen on the host's network
+		if !waitListening(l.serverDaemon, before, srv) {
+			t.Logf("%s listens on nothing after 10 s; starting the client anyway", tc.server[0])
+		}
+	}
 	args := make([]string, len(tc.client)-1)
 	for i, a := range tc.client[1:] {
 		args[i] = subst(a)
 	}
-	// Nothing tells when the server listens (no TCP port): a client
-	// refused because it does not yet ("invalid service ID") tries again.
+	// A server that listens otherwise than through the daemon's
+	// connection manager (waitListening gave up) may not listen yet: a
+	// client refused because it does not ("invalid service ID") tries
+	// again.
 	var cli *toolRun
 	var tries strings.Builder // each refused client's output, for a failure's report
 	for try := 0; try < 50; try++ {

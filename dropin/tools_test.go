@@ -200,28 +200,32 @@ type toolLink struct {
 	name           string
 	server, client string
 	addr           string
+	// serverDaemon serves the server's socket; a test asks its
+	// connection manager whether the server program listens yet.
+	serverDaemon *testDaemon
 }
 
 // startToolLinks starts the daemons for both setups and closes them at the
 // end of the test.
 func startToolLinks(t *testing.T) []toolLink {
 	dir := t.TempDir()
-	start := func(lf linkFlags, sock string) {
+	start := func(lf linkFlags, sock string) *testDaemon {
 		d, err := startDaemon(lf, "rxe0", sock)
 		require.NoError(t, err, "daemon on %s link at %s", lf.Link, lf.Addr)
 		t.Cleanup(func() {
 			require.True(t, Answers(sock), "daemon %s died during the test", sock)
 			require.NoError(t, d.Close())
 		})
+		return d
 	}
 	mem := filepath.Join(dir, "mem.sock")
-	start(linkFlags{Link: "mem", Addr: "10.0.0.1"}, mem)
+	memD := start(linkFlags{Link: "mem", Addr: "10.0.0.1"}, mem)
 	udpA, udpB := filepath.Join(dir, "udp-a.sock"), filepath.Join(dir, "udp-b.sock")
-	start(linkFlags{Link: "udp", Addr: "127.0.77.2"}, udpA)
+	udpD := start(linkFlags{Link: "udp", Addr: "127.0.77.2"}, udpA)
 	start(linkFlags{Link: "udp", Addr: "127.0.77.3"}, udpB)
 	return []toolLink{
-		{name: "mem", server: mem, client: mem, addr: "10.0.0.1"},
-		{name: "udp", server: udpA, client: udpB, addr: "127.0.77.2"},
+		{name: "mem", server: mem, client: mem, addr: "10.0.0.1", serverDaemon: memD},
+		{name: "udp", server: udpA, client: udpB, addr: "127.0.77.2", serverDaemon: udpD},
 	}
 }
 
