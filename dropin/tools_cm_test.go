@@ -245,6 +245,10 @@ func runCMToolPair(t *testing.T, lib string, l toolLink, tc cmToolCase) string {
 	select {
 	case <-srv.done:
 	case <-time.After(wait):
+		if !tc.serverStays {
+			t.Logf("%s has not exited 10 s after its client: where it waits, and the daemon's goroutines:\n%s",
+				tc.server[0], hangReport(srv.pid))
+		}
 		cancel()
 		<-srv.done
 	}

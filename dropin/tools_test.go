@@ -255,6 +255,7 @@ type toolRun struct {
 	out  bytes.Buffer
 	err  error
 	done chan struct{}
+	pid  int
 }
 
 // startTool starts prog with the drop-in library in front of the system's,
@@ -269,6 +270,7 @@ func startTool(ctx context.Context, lib, sock, prog string, args ...string) (*to
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", prog, err)
 	}
+	r.pid = cmd.Process.Pid
 	go func() {
 		r.err = cmd.Wait()
 		close(r.done)
