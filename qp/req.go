@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"github.com/softroce/softroce/internal/prefetch"
 	"github.com/softroce/softroce/packet"
 )
 
@@ -462,11 +463,20 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 		return nil, false
 	}
 	if sgl[i].Length-off >= n {
-		b, err := q.cfg.Memory.Local(sgl[i].LKey, sgl[i].Addr+uint64(off), n, 0)
-		if err != nil || uint32(len(b)) != n {
+		// The next packet's bytes, where the message and this SGE go
+		// on, are asked for too, to prefetch them (package prefetch says
+		// why); if they fail the access check, that packet will say so.
+		ahead := min(sgl[i].Length-off-n, w.length-w.sent-n, n)
+		b, err := q.cfg.Memory.Local(sgl[i].LKey, sgl[i].Addr+uint64(off), n+ahead, 0)
+		if err != nil && ahead > 0 {
+			ahead = 0
+			b, err = q.cfg.Memory.Local(sgl[i].LKey, sgl[i].Addr+uint64(off), n, 0)
+		}
+		if err != nil || uint32(len(b)) != n+ahead {
 			return nil, false
 		}
-		return b, true
+		prefetch.Read(b[n:])
+		return b[:n:n], true
 	}
 	buf := q.gatherBuf(n)
 	if buf == nil {

@@ -134,6 +134,24 @@ func TestLocalProtectionError(t *testing.T) {
 	assert.Equal(t, Err, r.q.State())
 }
 
+// TestLocalProtectionErrorMidMessage: an SGE that runs past its region
+// fails at the packet that reaches past it, not before: the packets before
+// it go out whole (the requester asks for the next packet's bytes too, to
+// prefetch them, and must not fail early when they are out of bounds).
+func TestLocalProtectionErrorMidMessage(t *testing.T) {
+	r := newSendRig(t, RC, 256)
+	b := r.buf(1, 600, 0)
+	r.post(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Length: 768, LKey: 1}}})
+	ps := r.tx()
+	require.Len(t, ps, 2, "the third packet, bytes 512-767, reaches past the 600-byte region")
+	assert.Equal(t, b[:256], ps[0].Payload)
+	assert.Equal(t, b[256:512], ps[1].Payload)
+	wcs := r.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, WC{ID: 1, Status: WCLocProtErr, QPN: rigQPN}, wcs[0])
+	assert.Equal(t, Err, r.q.State())
+}
+
 func TestFence(t *testing.T) {
 	r := newSendRig(t, RC, 256)
 	r.buf(1, 64, AccessLocalWrite)

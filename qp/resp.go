@@ -3,6 +3,7 @@ package qp
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/softroce/softroce/internal/prefetch"
 
 	"github.com/softroce/softroce/packet"
 )
@@ -418,6 +419,9 @@ func (q *QP) writeData(p *packet.Packet, info *packet.OpcodeInfo) writeResult {
 		return writeBadKey
 	}
 	copy(dst, p.Payload)
+	// dst runs to the end of the message: the next packet's place is
+	// prefetched ready for writing (package prefetch says why).
+	prefetch.Write(dst[n:min(uint32(len(dst)), 2*n)])
 	r.va += uint64(n)
 	r.resid -= n
 	return writeOK

@@ -1,6 +1,9 @@
 package qp
 
-import "github.com/softroce/softroce/packet"
+import (
+	"github.com/softroce/softroce/internal/prefetch"
+	"github.com/softroce/softroce/packet"
+)
 
 // The responder's output queue. rxe sends ACKs, NAKs and READ responses
 // from inside its responder loop, finishing a READ's responses before it
@@ -214,7 +217,18 @@ func (q *QP) readResponse(o *respOut, p *packet.Packet) {
 		p.BTH.Opcode = packet.RCReadResponseLast
 	}
 	if n > 0 {
-		b, err := q.cfg.Memory.Remote(o.rkey, o.va, n, AccessRemoteRead)
+		// The next response's bytes too, to prefetch them (package
+		// prefetch says why): the READ's whole range passed the access
+		// check when it arrived, but the region may have gone since.
+		ahead := min(o.resid-n, n)
+		b, err := q.cfg.Memory.Remote(o.rkey, o.va, n+ahead, AccessRemoteRead)
+		if err != nil && ahead > 0 {
+			ahead = 0
+			b, err = q.cfg.Memory.Remote(o.rkey, o.va, n, AccessRemoteRead)
+		}
+		if err == nil && uint32(len(b)) >= n+ahead {
+			prefetch.Read(b[n : n+ahead])
+		}
 		if err != nil || uint32(len(b)) < n {
 			p.BTH.Opcode = packet.RCAcknowledge
 			p.BTH.PSN = o.reqPSN

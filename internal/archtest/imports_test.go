@@ -29,6 +29,7 @@ var rank = map[string]int{
 	"internal/archtest": 0,
 	"internal/testenv":  0,
 	"internal/bytepool": 0,
+	"internal/prefetch": 0,
 
 	"pcapio":     1, // capture files, over packet
 	"qp":         1, // the transport engine, over packet

@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package prefetch
+
+const available = false
+
+func readLines(p *byte, n uintptr)  {}
+func writeLines(p *byte, n uintptr) {}
