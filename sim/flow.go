@@ -376,8 +376,22 @@ func fillPattern(b []byte, id, seq uint32) {
 	}
 	x := patternWord(id, seq)
 	end := min(len(b), 8+patternPeriod)
-	for ; j+8 <= end; j += 8 {
-		binary.LittleEndian.PutUint64(b[j:], x^patternMask(j))
+	if j == 8 {
+		// The words: x and the masks of patternMasks, four at a time.
+		w := b[8:end]
+		m := patternMasks[:len(w)/8]
+		i := 0
+		for ; i+4 <= len(m); i += 4 {
+			q, mm := w[8*i:8*i+32], m[i:i+4]
+			binary.LittleEndian.PutUint64(q[0:], x^mm[0])
+			binary.LittleEndian.PutUint64(q[8:], x^mm[1])
+			binary.LittleEndian.PutUint64(q[16:], x^mm[2])
+			binary.LittleEndian.PutUint64(q[24:], x^mm[3])
+		}
+		for ; i < len(m); i++ {
+			binary.LittleEndian.PutUint64(w[8*i:], x^m[i])
+		}
+		j = 8 + 8*len(m)
 	}
 	for ; j < end; j++ {
 		b[j] = byte(x>>(8*(j&7))) ^ byte(j>>3)
@@ -400,6 +414,14 @@ func patternWord(id, seq uint32) uint64 {
 	x := uint64(id)<<32 | uint64(seq)
 	return (x ^ x>>30) * 0xBF58476D1CE4E5B9
 }
+
+// patternMasks holds patternMask of the period's words, from j = 8.
+var patternMasks = func() (m [patternPeriod / 8]uint64) {
+	for i := range m {
+		m[i] = patternMask(8 + 8*i)
+	}
+	return m
+}()
 
 // patternMask is the low byte of j/8 in every byte of a word.
 func patternMask(j int) uint64 { return uint64(byte(j>>3)) * 0x0101010101010101 }
