@@ -68,7 +68,10 @@ func (f *flow) post(now netsim.Time) error {
 		// Poison the destination: the data must come from the responder.
 		poison(buf[:op.size])
 		op.off = uint64(f.rng.IntN(f.model.len() - op.size + 1))
-		op.expect = append([]byte(nil), f.model.bytes()[op.off:op.off+uint64(op.size)]...)
+		// From the run's arena, not the heap: a run of many READs made
+		// its garbage collector run for these alone.
+		op.expect = f.a.run.mem.overwritten(op.size)
+		copy(op.expect, f.model.bytes()[op.off:op.off+uint64(op.size)])
 	case opCAS, opFADD:
 		model := f.model.bytes()
 		op.off = uint64(f.rng.IntN(len(model)/8)) * 8
