@@ -420,7 +420,7 @@ func (q *QP) writeData(p *packet.Packet, info *packet.OpcodeInfo) writeResult {
 	}
 	copy(dst, p.Payload)
 	// dst runs to the end of the message: the next packet's place is
-	// prefetched ready for writing (package prefetch says why).
+	// prefetched (package prefetch says why).
 	prefetch.Write(dst[n:min(uint32(len(dst)), 2*n)])
 	r.va += uint64(n)
 	r.resid -= n

@@ -6,8 +6,3 @@ const available = true
 //
 //go:noescape
 func readLines(p *byte, n uintptr)
-
-// writeLines issues PREFETCHW for each 64-byte line of [p, p+n), n > 0.
-//
-//go:noescape
-func writeLines(p *byte, n uintptr)

@@ -4,5 +4,4 @@ package prefetch
 
 const available = false
 
-func readLines(p *byte, n uintptr)  {}
-func writeLines(p *byte, n uintptr) {}
+func readLines(p *byte, n uintptr) {}
