@@ -6,6 +6,7 @@ import (
 
 	"github.com/softroce/softroce/cm"
 	"github.com/softroce/softroce/packet"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -192,4 +193,17 @@ func TestRefusals(t *testing.T) {
 		_, err = w.a.Connect(0, addrB, &long)
 		require.ErrorIs(t, err, packet.ErrCMPrivateData)
 	})
+}
+
+// TestListening: the service IDs listened on, as listeners come and go.
+func TestListening(t *testing.T) {
+	m := cm.New(cm.Config{Seed: 1})
+	assert.Empty(t, m.Listening(nil))
+	a, err := m.Listen(0x106000000001234)
+	require.NoError(t, err)
+	_, err = m.Listen(0x111000000001234)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []uint64{0x106000000001234, 0x111000000001234}, m.Listening(nil))
+	m.Unlisten(a)
+	assert.Equal(t, []uint64{7, 0x111000000001234}, m.Listening([]uint64{7}), "appended to what it is given")
 }

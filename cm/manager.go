@@ -104,8 +104,14 @@ func (m *Manager) Counters() Counters { return m.c }
 // Conns returns the number of connections the manager holds.
 func (m *Manager) Conns() int { return len(m.conns) }
 
-// Listeners returns the number of service IDs the manager listens on.
-func (m *Manager) Listeners() int { return len(m.listeners) }
+// Listening appends the service IDs the manager listens on to ids, in no
+// particular order, and returns the result.
+func (m *Manager) Listening(ids []uint64) []uint64 {
+	for sid := range m.listeners {
+		ids = append(ids, sid)
+	}
+	return ids
+}
 
 // State returns a connection's state, StateIdle for one the manager does
 // not hold.

@@ -146,22 +146,33 @@ func perftestRetryCrash(prog string, cli *toolRun) bool {
 		strings.Contains(cli.out.String(), "Failed to connect RDMA CM events")
 }
 
-// cmListeners returns how many service IDs d's connection manager listens on.
-func cmListeners(d *testDaemon) int {
-	var n int
-	d.ctx.CMPort().Do(func(m *cm.Manager, _ cm.Time) { n = m.Listeners() })
-	return n
+// cmListening returns the service IDs d's connection manager listens on.
+func cmListening(d *testDaemon) map[uint64]bool {
+	var ids []uint64
+	d.ctx.CMPort().Do(func(m *cm.Manager, _ cm.Time) { ids = m.Listening(nil) })
+	set := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
 }
 
 // waitListening waits, for at most 10 s, until d's connection manager
-// listens on more service IDs than before, or srv exits, and says whether
-// it does. A client started before its server listens is refused, and
-// retrying it is not enough: a client that makes several connections
-// (ucmatose -c 4) can have its first refused and its later ones accepted,
-// and the server then counts those against the next try's.
-func waitListening(d *testDaemon, before int, srv *toolRun) bool {
+// listens on a service ID it did not listen on before, or srv exits, and
+// says whether it does. A client started before its server listens is
+// refused, and retrying it is not enough: a client that makes several
+// connections (ucmatose -c 4) can have its first refused and its later
+// ones accepted, and the server then counts those against the next try's.
+// (A set, not a count: a listener of the case before, whose program was
+// stopped, may be going away meanwhile.)
+func waitListening(d *testDaemon, before map[uint64]bool, srv *toolRun) bool {
 	deadline := time.Now().Add(10 * time.Second)
-	for cmListeners(d) <= before {
+	for {
+		for id := range cmListening(d) {
+			if !before[id] {
+				return true
+			}
+		}
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -171,7 +182,6 @@ func waitListening(d *testDaemon, before int, srv *toolRun) bool {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return true
 }
 
 func runCMToolCase(t *testing.T, lib string, l toolLink, tc cmToolCase) {
@@ -200,7 +210,7 @@ func runCMToolPair(t *testing.T, lib string, l toolLink, tc cmToolCase) string {
 	for i, a := range tc.server[1:] {
 		sargs[i] = subst(a)
 	}
-	before := cmListeners(l.serverDaemon)
+	before := cmListening(l.serverDaemon)
 	srv, err := startTool(ctx, lib, l.server, tc.server[0], sargs...)
 	require.NoError(t, err)
 	defer func() { cancel(); <-srv.done }()
