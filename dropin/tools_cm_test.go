@@ -257,7 +257,7 @@ func runCMToolPair(t *testing.T, lib string, l toolLink, tc cmToolCase) string {
 	case <-time.After(wait):
 		if !tc.serverStays {
 			t.Logf("%s has not exited 10 s after its client: where it waits, and the daemon's goroutines:\n%s",
-				tc.server[0], hangReport(srv.pid))
+				tc.server[0], testenv.Stacks(srv.pid))
 		}
 		cancel()
 		<-srv.done

@@ -89,7 +89,18 @@ func pair(t *testing.T, bin, lib, sock string, env []string, ready func(string) 
 	if cerr != nil {
 		_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
 	}
-	serr := srv.Wait()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	var serr error
+	select {
+	case serr = <-srvDone:
+	case <-time.After(30 * time.Second):
+		// A server that outlives its client that long waits for
+		// something that will not come: say where, then stop it.
+		t.Logf("the server has not exited 30 s after its client: where it waits:\n%s", testenv.Stacks(srv.Process.Pid))
+		_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
+		serr = <-srvDone
+	}
 	require.NoError(t, cerr, "client:\n%s\nserver:\n%s", cout.String(), sout.String())
 	require.NoError(t, serr, "server:\n%s\nclient:\n%s", sout.String(), cout.String())
 	return sout.String(), cout.String()
