@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -389,6 +390,11 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		cmd := s.net.Command(ctx, s.softroce, append(hostArgs, extra...)...)
 		cmd.Stdout = &out
 		cmd.Stderr = &out
+		// softroce still running at the case's limit is asked for its
+		// goroutines (SIGQUIT: Go prints every one and exits), so that a
+		// stuck device or daemon says where in the log; WaitDelay kills
+		// it after.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 		start := time.Now()
 		err := cmd.Run()
 		r := Result{Output: out.String(), Elapsed: time.Since(start)}
