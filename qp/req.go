@@ -450,6 +450,7 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 	if n == 0 {
 		return nil, true
 	}
+	after := w.length - off - n // the message's bytes past this packet's
 	if w.isInline() {
 		return w.inline[off : off+n], true
 	}
@@ -466,7 +467,7 @@ func (q *QP) gather(w *sendWQE, off, n uint32) ([]byte, bool) {
 		// The next packet's bytes, where the message and this SGE go
 		// on, are asked for too, to prefetch them (package prefetch says
 		// why); if they fail the access check, that packet will say so.
-		ahead := min(sgl[i].Length-off-n, w.length-w.sent-n, n)
+		ahead := min(sgl[i].Length-off-n, after, n)
 		b, err := q.cfg.Memory.Local(sgl[i].LKey, sgl[i].Addr+uint64(off), n+ahead, 0)
 		if err != nil && ahead > 0 {
 			ahead = 0

@@ -3,8 +3,8 @@ package qp
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/softroce/softroce/internal/prefetch"
 
+	"github.com/softroce/softroce/internal/prefetch"
 	"github.com/softroce/softroce/packet"
 )
 
@@ -421,7 +421,7 @@ func (q *QP) writeData(p *packet.Packet, info *packet.OpcodeInfo) writeResult {
 	copy(dst, p.Payload)
 	// dst runs to the end of the message: the next packet's place is
 	// prefetched (package prefetch says why).
-	prefetch.Write(dst[n:min(uint32(len(dst)), 2*n)])
+	prefetch.Read(dst[n:min(uint32(len(dst)), 2*n)])
 	r.va += uint64(n)
 	r.resid -= n
 	return writeOK
