@@ -383,18 +383,21 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		hostArgs = append(hostArgs, "--socket", filepath.Join(t.TempDir(), "none.sock"), "--lib", s.libDir, "--")
 		hostArgs = append(hostArgs, hc.dropIn...)
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 45*time.Second)
-	defer cancel()
-	runHost := func(extra ...string) (Result, error) {
+	runHost := func(ctx context.Context, extra ...string) (Result, error) {
 		var out bytes.Buffer
 		cmd := s.net.Command(ctx, s.softroce, append(hostArgs, extra...)...)
 		cmd.Stdout = &out
 		cmd.Stderr = &out
 		// softroce still running at the case's limit is asked for its
 		// goroutines (SIGQUIT: Go prints every one and exits), so that a
-		// stuck device or daemon says where in the log; WaitDelay kills
-		// it after.
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+		// stuck device or daemon says where in the log; the programs it
+		// runs (its process group) are killed a moment later, so that
+		// none outlives it holding the output.
+		cmd.SysProcAttr.Setpgid = true
+		cmd.Cancel = func() error {
+			time.AfterFunc(2*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			return cmd.Process.Signal(syscall.SIGQUIT)
+		}
 		start := time.Now()
 		err := cmd.Run()
 		r := Result{Output: out.String(), Elapsed: time.Since(start)}
@@ -427,7 +430,9 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		r, err := vm.Run(s.ctx, ready, 30*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, 0, r.Status, "guest server never listened")
-		host, err := runHost(vm.IP.String())
+		ctx, cancel := context.WithTimeout(s.ctx, 45*time.Second)
+		defer cancel()
+		host, err := runHost(ctx, vm.IP.String())
 		require.NoError(t, err)
 		if host.Status != 0 {
 			job.Kill()
@@ -438,40 +443,21 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		hc.check(t, hc.hostName()+" client", host)
 		hc.check(t, guestName+" server", sr)
 	} else {
-		// softroce server, guest client.
-		type hostRes struct {
-			r   Result
-			err error
-		}
-		hch := make(chan hostRes, 1)
-		go func() {
-			r, err := runHost()
-			hch <- hostRes{r, err}
-		}()
-		deadline := time.Now().Add(30 * time.Second)
-		for !hc.noOOB && !s.hostListening() {
-			select {
-			case h := <-hch:
-				t.Fatalf("softroce server exited before listening (status %d, err %v):\n%s", h.r.Status, h.err, h.r.Output)
-			case <-time.After(100 * time.Millisecond):
+		// softroce server, guest client: again (at most five attempts)
+		// while hc.again says the programs met a race of their own
+		// (perftest's: about 1 attempt in 2 on this machine under a CPU
+		// hog, a few in 100 in CI).
+		for attempt := 1; ; attempt++ {
+			host, cli := s.serveGuest(t, hc, link, vm, runHost)
+			if attempt < 5 && hc.again != nil && hc.again(cli) {
+				t.Logf("attempt %d: %s; again. Guest output:\n%s", attempt, hc.againWhy, cli.Output)
+				continue
 			}
-			require.True(t, time.Now().Before(deadline), "softroce server never listened")
+			logOnFailure(t, host, cli)
+			hc.check(t, guestName+" client", cli)
+			hc.check(t, hc.hostName()+" server", host)
+			break
 		}
-		roce := s.net.Host.Addr().String()
-		if link == "tap" {
-			roce = stackIP
-		}
-		script := strings.ReplaceAll(strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), "{roce}", roce)
-		cli, err := vm.Run(s.ctx, script, 40*time.Second)
-		require.NoError(t, err)
-		if cli.Status != 0 {
-			cancel() // no point waiting for the server's timeout
-		}
-		h := <-hch
-		require.NoError(t, h.err)
-		logOnFailure(t, h.r, cli)
-		hc.check(t, guestName+" client", cli)
-		hc.check(t, hc.hostName()+" server", h.r)
 	}
 	decoded := s.checkCapture(t, c, hc.minRoCE)
 	if hc.decoded != nil {
@@ -492,6 +478,45 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	if hc.retxRole == role {
 		require.Positive(t, retx, "10 %% loss on the data sender, yet no packet was resent")
 	}
+}
+
+// serveGuest runs one attempt of a case with softroce as the server: the
+// softroce command (runHost) and, once it listens, the guest's client. A
+// failed client ends the softroce side at once.
+func (s *suite) serveGuest(t *testing.T, hc hostCase, link string, vm *VM, runHost func(context.Context, ...string) (Result, error)) (host, cli Result) {
+	ctx, cancel := context.WithTimeout(s.ctx, 45*time.Second)
+	defer cancel()
+	type hostRes struct {
+		r   Result
+		err error
+	}
+	hch := make(chan hostRes, 1)
+	go func() {
+		r, err := runHost(ctx)
+		hch <- hostRes{r, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !hc.noOOB && !s.hostListening() {
+		select {
+		case h := <-hch:
+			t.Fatalf("softroce server exited before listening (status %d, err %v):\n%s", h.r.Status, h.err, h.r.Output)
+		case <-time.After(100 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "softroce server never listened")
+	}
+	roce := s.net.Host.Addr().String()
+	if link == "tap" {
+		roce = stackIP
+	}
+	script := strings.ReplaceAll(strings.ReplaceAll(hc.guest, "{peer}", s.net.Host.Addr().String()), "{roce}", roce)
+	cli, err := vm.Run(s.ctx, script, 40*time.Second)
+	require.NoError(t, err)
+	if cli.Status != 0 {
+		cancel() // no point waiting for the server's timeout
+	}
+	h := <-hch
+	require.NoError(t, h.err)
+	return h.r, cli
 }
 
 // logOnFailure logs both sides' whole output if the test fails.
