@@ -304,10 +304,18 @@ func (q *QP) recvOnModify(prev State, mask AttrMask) {
 	case Reset:
 		q.resetRecv()
 	case Err:
-		// A modify to ERR stops the responder: queued responses are not
-		// sent (rxe drops its pending request packets), unlike an error
-		// the responder raises itself, whose NAK still goes out.
-		r.clearOut()
+		// A modify to ERR stops the responder: READ responses still
+		// queued are not sent (rxe drops its pending request packets),
+		// unlike an error the responder raises itself, whose NAK still
+		// goes out. The acknowledgements queued ahead of them do go out:
+		// each answers a request already executed, a message the program
+		// may already have seen complete, and an RNIC (or rxe, which
+		// sends the ACK as it completes) has sent it by then. librdmacm's
+		// rdma_disconnect moves the QP to ERR, so a program that
+		// disconnects on its last completion would otherwise leave the
+		// peer's last send unacknowledged, to fail flushed or retried
+		// out. TransmitAck does the same for a QP being destroyed.
+		r.keepAcks()
 	}
 }
 

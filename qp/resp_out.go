@@ -160,6 +160,17 @@ func (r *responder) pop() {
 // clearOut drops every queued response.
 func (r *responder) clearOut() { r.outHead, r.outN = 0, 0 }
 
+// keepAcks drops the queue from its first READ response on, keeping the
+// acknowledgements ahead of it.
+func (r *responder) keepAcks() {
+	for i := 0; i < r.outN; i++ {
+		if r.out[(r.outHead+i)%len(r.out)].kind == outRead {
+			r.outN = i
+			return
+		}
+	}
+}
+
 // respPending reports whether the responder has something to send.
 func (q *QP) respPending() bool { return q.resp.outN > 0 && q.attr.State != Reset }
 

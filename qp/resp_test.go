@@ -374,6 +374,24 @@ func TestRespModifyToErrFlushesInOrder(t *testing.T) {
 	assert.Equal(t, uint64(4), wcs[0].ID)
 }
 
+// TestRespModifyToErrSendsOwedAcks: the ACK of a SEND the program has
+// already seen complete still goes out after a modify to ERR (as
+// rdma_disconnect does right after a last completion), as an RNIC has sent
+// it by then; READ responses queued behind it, and what follows them, do
+// not.
+func TestRespModifyToErrSendsOwedAcks(t *testing.T) {
+	r := newRespRig(t, RC)
+	r.post(1, 0, 64)
+	r.post(2, 64, 64)
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN, rspFill(4, 0), rspAckReq))
+	r.recv(rspPkt(packet.RCReadRequest, rspPSN+1, nil, rspReth(rspRemoteVA, rspRemoteKey, 16)))
+	r.recv(rspPkt(packet.RCSendOnly, rspPSN+2, rspFill(4, 0), rspAckReq))
+	wcs := r.wcs()
+	require.Len(t, wcs, 2, "both SENDs completed before the modify")
+	require.NoError(t, r.q.Modify(&Attr{State: Err}, AttrState))
+	rspRequireAck(t, r.drain(), packet.SyndromeACKUnlimited, rspPSN, 1)
+}
+
 func TestRespFlushIncludesMessageInProgress(t *testing.T) {
 	r := newRespRig(t, RC)
 	r.post(1, 0, 4096)
