@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,7 +26,18 @@ type Capture struct {
 	pid    int
 	once   sync.Once
 	err    error
+	// kernelDrops is what tcpdump said at exit it lost ("N packets
+	// dropped by kernel"), -1 if it said nothing; set before done.
+	kernelDrops int
 }
+
+// dropsRE is tcpdump's exit report of the packets it lost.
+var dropsRE = regexp.MustCompile(`(?m)^(\d+) packets? dropped by kernel`)
+
+// KernelDrops returns the packets tcpdump lost (its buffer overflowed, the
+// machine busy), -1 if it did not say: a capture that lost any does not
+// hold every frame that crossed the interface. Valid after Stop.
+func (c *Capture) KernelDrops() int { return c.kernelDrops }
 
 // StartCapture runs tcpdump on iface inside n, writing path, and returns once
 // tcpdump says it is listening (or fails within 15 s).
@@ -40,7 +53,7 @@ func (n *Net) StartCapture(ctx context.Context, iface, path, filter string) (*Ca
 		cancel()
 		return nil, fmt.Errorf("start tcpdump on %s: %w", iface, err)
 	}
-	c := &Capture{Path: path, cancel: cancel, done: make(chan error, 1), pid: cmd.Process.Pid}
+	c := &Capture{Path: path, cancel: cancel, done: make(chan error, 1), pid: cmd.Process.Pid, kernelDrops: -1}
 	listening := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -57,6 +70,9 @@ func (n *Net) StartCapture(ctx context.Context, iface, path, filter string) (*Ca
 			listening <- seen.String()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
+		if m := dropsRE.FindStringSubmatch(seen.String()); m != nil {
+			c.kernelDrops, _ = strconv.Atoi(m[1])
+		}
 		c.done <- cmd.Wait()
 	}()
 	select {

@@ -50,8 +50,9 @@ type hostCase struct {
 	// the whole case, softroce's side and the guest's, then runs again.
 	again    func(guest Result) bool
 	againWhy string
-	// decoded, when set, checks the capture's `softroce decode` listing.
-	decoded func(t *testing.T, decoded string)
+	// decoded, when set, checks the capture's `softroce decode` listing;
+	// complete says tcpdump lost none of the frames that crossed the bridge.
+	decoded func(t *testing.T, decoded string, complete bool)
 }
 
 // rdmacmCase is librdmacm's rdma_server and rdma_client (rdmacm-utils)
@@ -252,7 +253,12 @@ var (
 // unlikely run, so there must be repairs, and kernel rxe must have answered
 // one as a subset: a LAST or ONLY at a PSN before the READ's end, which no
 // answer to a whole READ or a go-back-N has.
-func requireReadRepairsAnswered(t *testing.T, decoded string) {
+//
+// The answer must be in the capture only if the capture is complete: the
+// requester cannot pass a hole without a response at its PSN, so one that
+// crossed the bridge and is not in the capture is tcpdump's loss (it says
+// so at exit), and is logged then, not failed.
+func requireReadRepairsAnswered(t *testing.T, decoded string, complete bool) {
 	t.Helper()
 	reqs := readReqRE.FindAllStringSubmatch(decoded, -1)
 	require.NotEmpty(t, reqs, "no READ request in the capture")
@@ -284,7 +290,15 @@ func requireReadRepairsAnswered(t *testing.T, decoded string) {
 			found = found || r.frame > frame
 			subset = subset || r.frame > frame && (r.op == "LAST" || r.op == "ONLY")
 		}
-		require.True(t, found, "frame %s: repair READ at PSN %s (%d bytes at +%d) was never answered", m[1], m[3], n, va-va0)
+		if !found {
+			msg := fmt.Sprintf("frame %s: repair READ at PSN %s (%d bytes at +%d) was never answered; the capture around it:\n%s",
+				m[1], m[3], n, va-va0, decodedAround(decoded, frame, 30))
+			if !complete {
+				t.Logf("%s\n(not a failure: tcpdump lost packets)", msg)
+				continue
+			}
+			require.Fail(t, msg)
+		}
 		if subset {
 			subsets++
 		}
@@ -294,6 +308,19 @@ func requireReadRepairsAnswered(t *testing.T, decoded string) {
 		require.Positive(t, subsets, "kernel rxe answered no repair as a subset")
 	}
 	t.Logf("READ repairs in the capture: %d, all answered, %d with a subset's LAST or ONLY", repairs, subsets)
+}
+
+// decodedAround returns the lines of a `softroce decode` listing for the
+// frames within around of frame.
+func decodedAround(decoded string, frame, around int) string {
+	var b strings.Builder
+	for _, line := range strings.Split(decoded, "\n") {
+		n, err := strconv.Atoi(strings.SplitN(line, " ", 2)[0])
+		if err == nil && n >= frame-around && n <= frame+around {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // sweepSizes are the message sizes of the MTU-boundary sweep: below, at and
@@ -363,7 +390,7 @@ var cnpLineRE = regexp.MustCompile(`(?m)^\d+ \S+ (\S+?):\d+ -> (\S+) CNP qpn=\S+
 // ICRC) to kernel rxe's address, and softroce's own packets left ECT(0).
 // That the programs on both sides succeeded shows kernel rxe dropped the
 // CNPs without harm.
-func requireCNPsToKernel(t *testing.T, decoded string) {
+func requireCNPsToKernel(t *testing.T, decoded string, _ bool) {
 	t.Helper()
 	cnps := cnpLineRE.FindAllStringSubmatch(decoded, -1)
 	require.NotEmpty(t, cnps, "softroce sent no CNP for CE-marked packets:\n%s", decoded)
