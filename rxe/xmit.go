@@ -36,6 +36,9 @@ func (d *Device) Output(now qp.Time, frames []link.Frame) (n int, more bool) {
 
 func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more bool) {
 	looped := 0
+	if d.gsi.cm.HasOutput() {
+		n, looped = d.acksBeforeMADs(now, frames, n, looped)
+	}
 	n, looped = d.outputGSI(now, frames, n, looped)
 	for n < len(frames) && looped < loopBudget {
 		x := d.popReady()
@@ -88,6 +91,31 @@ func (d *Device) outputAcks(now qp.Time, x *QP, frames []link.Frame, n, looped i
 	}
 	if x.flushAcks = x.q.AckPending(); x.flushAcks {
 		d.markReady(x)
+	}
+	return n, looped
+}
+
+// acksBeforeMADs sends, ahead of the connection manager's MADs, the
+// acknowledgements the QPs waiting to send owe (qp.QP.TransmitAck). A
+// program sees a message complete (its CQ) before the device's next output
+// carries the ACK that answers it, and may disconnect at once; an RNIC, and
+// rxe, send that ACK as they complete the message, so their DREQ never
+// overtakes it. Here it would (MADs go first), and a peer that takes the
+// DREQ first moves its QP to ERR and fails, flushed, the message the ACK
+// was for. Only when MADs wait, which is seldom.
+func (d *Device) acksBeforeMADs(now qp.Time, frames []link.Frame, n, looped int) (int, int) {
+	for _, r := range []*qpRing{&d.ready, &d.retrying} {
+		for i := r.hd; i < len(r.q) && n < len(frames) && looped < loopBudget; i++ {
+			x := r.q[i]
+			for n < len(frames) && looped < loopBudget && x.q.TransmitAck(now, &d.txOut) {
+				switch d.emit(now, x.sport, &frames[n]) {
+				case emitFrame:
+					n++
+				case emitLoopback:
+					looped++
+				}
+			}
+		}
 	}
 	return n, looped
 }
