@@ -16,9 +16,8 @@ import (
 // busy machine does. The ACK that answers the message must still reach the
 // wire ahead of the DREQ, as an RNIC (or rxe, which sends it as it
 // completes the message) has sent it before the program could see the
-// completion: a peer that takes the DREQ first flushes its QP and fails
-// the SEND the ACK was for (seen: fi_pingpong over ofi_rxm, "Work Request
-// Flushed Error" on its last message).
+// completion: a peer that takes the DREQ first and moves its QP to ERR
+// fails, flushed, the SEND the ACK was for.
 func TestAckBeforeDREQ(t *testing.T) {
 	for _, toErr := range []bool{false, true} {
 		name := "DREQ alone"
