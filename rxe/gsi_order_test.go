@@ -31,20 +31,7 @@ func TestAckBeforeDREQ(t *testing.T) {
 			a, b := connect(t, da, db, qp.RC, 4, 1024)
 
 			// An rdma_cm connection between the two, for b to end.
-			db.WithCM(0, func(m *cm.Manager, _ cm.Time) {
-				_, err := m.Listen(rpingSID)
-				require.NoError(t, err)
-			})
-			req, _ := rpingREQ(t)
-			req.Primary.LocalGID, req.Primary.RemoteGID = ipA.As16(), ipB.As16()
-			var ida cm.ConnID
-			da.WithCM(0, func(m *cm.Manager, now cm.Time) {
-				var err error
-				ida, err = m.Connect(now, ipB, &req)
-				require.NoError(t, err)
-			})
-			n.deliver(t)
-			evB := cmEvents(db, n.now)
+			ida, evB := cmRequest(t, n, da, db)
 			require.Len(t, evB, 1)
 			idb := evB[0].Conn
 			db.WithCM(n.now, func(m *cm.Manager, now cm.Time) {

@@ -59,6 +59,27 @@ func rpingREQ(t *testing.T) (packet.CMReq, []byte) {
 	}
 }
 
+// cmRequest has db listen on rping's service ID and da send it kernel
+// rping's REQ (from ipA to ipB), delivered; it returns da's connection and
+// db's events.
+func cmRequest(t *testing.T, n *net, da, db *Device) (cm.ConnID, []cm.Event) {
+	t.Helper()
+	db.WithCM(n.now, func(m *cm.Manager, _ cm.Time) {
+		_, err := m.Listen(rpingSID)
+		require.NoError(t, err)
+	})
+	req, _ := rpingREQ(t)
+	req.Primary.LocalGID, req.Primary.RemoteGID = ipA.As16(), ipB.As16()
+	var ida cm.ConnID
+	da.WithCM(n.now, func(m *cm.Manager, now cm.Time) {
+		var err error
+		ida, err = m.Connect(now, ipB, &req)
+		require.NoError(t, err)
+	})
+	n.deliver(t)
+	return ida, cmEvents(db, n.now)
+}
+
 // TestGSIConnect connects two devices with the connection manager over QP
 // 1 and checks every MAD on the wire is framed as kernel rxe frames it.
 func TestGSIConnect(t *testing.T) {
@@ -72,20 +93,7 @@ func TestGSIConnect(t *testing.T) {
 		frames = append(frames, fr)
 		return true
 	}
-	db.WithCM(0, func(m *cm.Manager, _ cm.Time) {
-		_, err := m.Listen(rpingSID)
-		require.NoError(t, err)
-	})
-	req, _ := rpingREQ(t)
-	req.Primary.LocalGID, req.Primary.RemoteGID = ipA.As16(), ipB.As16()
-	var ida cm.ConnID
-	da.WithCM(0, func(m *cm.Manager, now cm.Time) {
-		var err error
-		ida, err = m.Connect(now, ipB, &req)
-		require.NoError(t, err)
-	})
-	n.deliver(t)
-	evB := cmEvents(db, n.now)
+	ida, evB := cmRequest(t, n, da, db)
 	require.Len(t, evB, 1)
 	require.Equal(t, cm.EventReq, evB[0].Kind)
 	require.Equal(t, ipA, evB[0].Peer)
