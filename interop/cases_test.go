@@ -45,11 +45,10 @@ type hostCase struct {
 	serverOnly bool
 	// clientOnly runs only the role where softroce is the client.
 	clientOnly bool
-	// again, when set, says whether a failed attempt with softroce as the
-	// server met a known race of the programs' own (againWhy says which):
-	// the whole case, softroce's side and the guest's, then runs again.
-	again    func(guest Result) bool
-	againWhy string
+	// again, when set, names the known race of the programs' own that a
+	// failed attempt with softroce as the server met ("" if none): the
+	// whole case, softroce's side and the guest's, then runs again.
+	again func(guest Result) string
 	// decoded, when set, checks the capture's `softroce decode` listing;
 	// complete says tcpdump lost none of the frames that crossed the bridge.
 	decoded func(t *testing.T, decoded string, complete bool)

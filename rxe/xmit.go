@@ -81,14 +81,7 @@ func (d *Device) outputLocked(now qp.Time, frames []link.Frame) (n int, more boo
 // outputAcks sends what a destroyed QP still owes (qp.QP.TransmitAck) into
 // frames from n on, and queues it again if frames ran out first.
 func (d *Device) outputAcks(now qp.Time, x *QP, frames []link.Frame, n, looped int) (int, int) {
-	for n < len(frames) && x.q.TransmitAck(now, &d.txOut) {
-		switch d.emit(now, x.sport, &frames[n]) {
-		case emitFrame:
-			n++
-		case emitLoopback:
-			looped++
-		}
-	}
+	n, looped = d.emitAcks(now, x, frames, n, looped)
 	if x.flushAcks = x.q.AckPending(); x.flushAcks {
 		d.markReady(x)
 	}
@@ -106,15 +99,21 @@ func (d *Device) outputAcks(now qp.Time, x *QP, frames []link.Frame, n, looped i
 func (d *Device) acksBeforeMADs(now qp.Time, frames []link.Frame, n, looped int) (int, int) {
 	for _, r := range []*qpRing{&d.ready, &d.retrying} {
 		for i := r.hd; i < len(r.q) && n < len(frames) && looped < loopBudget; i++ {
-			x := r.q[i]
-			for n < len(frames) && looped < loopBudget && x.q.TransmitAck(now, &d.txOut) {
-				switch d.emit(now, x.sport, &frames[n]) {
-				case emitFrame:
-					n++
-				case emitLoopback:
-					looped++
-				}
-			}
+			n, looped = d.emitAcks(now, r.q[i], frames, n, looped)
+		}
+	}
+	return n, looped
+}
+
+// emitAcks puts the acknowledgements x owes (qp.QP.TransmitAck) into frames
+// from n on, while frames and the loopback budget last.
+func (d *Device) emitAcks(now qp.Time, x *QP, frames []link.Frame, n, looped int) (int, int) {
+	for n < len(frames) && looped < loopBudget && x.q.TransmitAck(now, &d.txOut) {
+		switch d.emit(now, x.sport, &frames[n]) {
+		case emitFrame:
+			n++
+		case emitLoopback:
+			looped++
 		}
 	}
 	return n, looped
