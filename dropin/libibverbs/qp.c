@@ -254,16 +254,14 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 		sr_wait_events(&qp->mutex, &qp->cond, &qp->events_completed,
 			       resp.events_reported);
 	sr_obj_del(qp->context, SR_ELEM_QP, qp->handle);
-	/* No completion of a destroyed QP stays in its CQs, as rdma-core's
-	 * mlx4 and mlx5 providers clean them in destroy_qp: a program may
-	 * free what the QP's WR ids point to as soon as it is gone (the WRs
-	 * a ring still held were flushed by the destroy itself). */
-	if (!err) {
-		if (qp->send_cq)
-			sr_cq_clean(qp->send_cq, qp->qp_num);
-		if (qp->recv_cq && qp->recv_cq != qp->send_cq)
-			sr_cq_clean(qp->recv_cq, qp->qp_num);
-	}
+	/* The QP's completions already in its CQs stay there to be polled, as
+	 * with rxe (whose destroy_qp leaves the CQ alone; mlx4 and mlx5 clean
+	 * them): libfabric's verbs provider destroys a connection's QP first
+	 * and then polls the CQ for what it had not read yet, so a send or
+	 * receive that completed just before a peer's disconnect would
+	 * otherwise be reported flushed, or be lost. None comes after this
+	 * returns: the daemon wrote the flushes of the WRs still in the rings
+	 * before it answered. */
 	sr_wq_unmap(q);
 	free(q->wr);
 	free(q);

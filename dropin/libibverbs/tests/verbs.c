@@ -1036,29 +1036,39 @@ out:
 	return destroy_pair(rc, qa, qb);
 }
 
-/* test_destroy_cleans_cq: a destroyed QP leaves none of its completions in
- * its CQ (here the flushes of receives posted through its ring), as mlx5's
- * provider cleans them: a program may free what the WR ids point to. */
-static int test_destroy_cleans_cq(void)
+/* test_destroy_keeps_cq: the completions a QP's CQ holds when the QP is
+ * destroyed (here the flushes of receives posted through its ring) are
+ * still there to poll, in order, as with rxe: libfabric's verbs provider
+ * polls them after rdma_destroy_ep. */
+static int test_destroy_keeps_cq(void)
 {
 	struct ibv_qp *q = make_qp(&a, IBV_QPT_RC, NULL);
 	struct ibv_sge sge = { (uintptr_t)a.buf + 7168, 64, a.mr->lkey };
-	struct ibv_recv_wr rwr = { .wr_id = 30, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct ibv_recv_wr rwr = { .sg_list = &sge, .num_sge = 1 }, *rbad;
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				  .qp_access_flags = ACCESS };
 	struct ibv_wc wc;
+	uint32_t qpn;
 	int i;
 
 	CHECK(q, "create QP");
+	qpn = q->qp_num;
 	CHECK(!ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			     IBV_QP_ACCESS_FLAGS), "modify INIT");
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 4; i++) {
+		rwr.wr_id = 30 + i;
 		CHECK(!ibv_post_recv(q, &rwr, &rbad), "post_recv %d", i);
+	}
 	at.qp_state = IBV_QPS_ERR;
 	CHECK(!ibv_modify_qp(q, &at, IBV_QP_STATE), "to ERR");
 	CHECK(!ibv_destroy_qp(q), "destroy_qp");
-	CHECK(ibv_poll_cq(a.cq, 1, &wc) == 0, "left in the CQ: wr %" PRIu64 " status %s",
-	      wc.wr_id, ibv_wc_status_str(wc.status));
+	for (i = 0; i < 4; i++) {
+		CHECK(ibv_poll_cq(a.cq, 1, &wc) == 1, "flush %d of the destroyed QP gone", i);
+		CHECK(wc.wr_id == 30 + (uint64_t)i && wc.status == IBV_WC_WR_FLUSH_ERR &&
+		      wc.qp_num == qpn, "flush %d: wr %" PRIu64 " status %s qp %u",
+		      i, wc.wr_id, ibv_wc_status_str(wc.status), wc.qp_num);
+	}
+	CHECK(ibv_poll_cq(a.cq, 1, &wc) == 0, "more in the CQ: wr %" PRIu64, wc.wr_id);
 	return 0;
 }
 
@@ -1547,7 +1557,7 @@ int main(void)
 	RUN(test_reset_cleans_cq());
 	RUN(test_recv_flush_after_error());
 	RUN(test_cq_ring());
-	RUN(test_destroy_cleans_cq());
+	RUN(test_destroy_keeps_cq());
 	RUN(test_peer_cred());
 	RUN(test_daemon_gone());
 	RUN(test_misframed());
