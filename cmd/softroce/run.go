@@ -162,6 +162,12 @@ It exits with PROGRAM's status.`,
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee):
+			// A program killed by a signal ends run as a shell reports
+			// it (128+N), with the signal named: its buffered output is
+			// lost, so this may be all there is to tell.
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return exitError{128 + int(ws.Signal()), fmt.Errorf("%s killed by signal %d (%v)", args[0], int(ws.Signal()), ws.Signal())}
+			}
 			return exitError{code: ee.ExitCode()}
 		case err != nil:
 			return exitError{exitTrouble, fmt.Errorf("run %s: %w", args[0], err)}

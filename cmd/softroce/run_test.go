@@ -82,6 +82,11 @@ func TestRunFindsDaemon(t *testing.T) {
 	// The program's exit status is run's, and its flags are its own.
 	code = run([]string{"run", "--lib", lib, "--socket", sock, "sh", "-c", "exit 3"}, &out, &errb)
 	require.Equal(t, 3, code)
+	// A program killed by a signal: 128+N, as a shell says, and named.
+	errb.Reset()
+	code = run([]string{"run", "--lib", lib, "--socket", sock, "sh", "-c", "kill -SEGV $$"}, &out, &errb)
+	require.Equal(t, 128+11, code)
+	require.Contains(t, errb.String(), "sh killed by signal 11 (segmentation fault)")
 	errb.Reset()
 	code = run([]string{"run", "--lib", lib}, &out, &errb)
 	require.Equal(t, exitTrouble, code)
