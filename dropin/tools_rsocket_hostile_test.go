@@ -8,6 +8,7 @@ package dropin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -29,13 +30,16 @@ type goPeer struct {
 	lib, sock string
 	dev       *verbsapi.Device
 	vc        *verbsapi.Context
+	log       testenv.LockedBuffer // the daemon's
 }
 
 func newGoPeer(t *testing.T, daemonAddr, goAddr, pcap string) *goPeer {
 	t.Helper()
 	testenv.Tools(t, "apt-get install rdmacm-utils", "rstream")
 	p := &goPeer{lib: buildLibs(t), sock: filepath.Join(t.TempDir(), "d.sock")}
-	d, err := startDaemon(linkFlags{Link: "udp", Addr: daemonAddr}, "rxe0", p.sock)
+	d, err := startDaemonLog(linkFlags{Link: "udp", Addr: daemonAddr}, "rxe0", p.sock, func(f string, a ...any) {
+		fmt.Fprintf(&p.log, f+"\n", a...)
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	p.dev, err = verbsapi.NewDevice("rxe9", verbsapi.LinkConfig{Kind: verbsapi.LinkUDP,
@@ -57,14 +61,22 @@ func TestRsocketHostilePeer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
-	// dial reaches the C server once it listens.
-	dial := func() *rsocket.Conn {
+	// dial reaches the C server srv once it listens.
+	dial := func(t *testing.T, srv *toolRun) *rsocket.Conn {
 		for try := 0; ; try++ {
 			c, err := rsocket.Dial(ctx, vc, to, nil)
 			if err == nil {
 				return c
 			}
-			require.Less(t, try, 50, "dial: %v", err)
+			if try >= 50 || ctx.Err() != nil {
+				state := "rstream still runs"
+				select {
+				case <-srv.done:
+					state = fmt.Sprintf("rstream exited (%v):\n%s", srv.err, srv.out.String())
+				default:
+				}
+				t.Fatalf("dial, try %d: %v\n%s\ndaemon log:\n%s", try, err, state, p.log.String())
+			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
@@ -80,7 +92,7 @@ func TestRsocketHostilePeer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := startTool(ctx, lib, sock, "rstream", "-T", "b", "-S", "1000", "-C", "10")
 			require.NoError(t, err)
-			c := dial()
+			c := dial(t, srv)
 			addr, rkey, _ := c.PeerDataBuffer()
 			require.NoError(t, c.InjectForTest(tc.imm, tc.withImm, []byte("forged!!"), addr, rkey))
 			select {
