@@ -40,16 +40,29 @@ type suite struct {
 	libDir   string // built drop-in libibverbs.so.1 ("" when it could not be built)
 	outDir   string
 	v6       ipv6State
+	health   health
 }
 
 func TestInterop(t *testing.T) {
 	skipUnlessInterop(t, "SOFTROCE_INTEROP", "interop/run.sh")
 	s := newSuite(t, suiteTTL, guestShare(t))
-	t.Run("rxe0_ready", s.testReady)
-	for _, tr := range []string{"rc", "uc", "ud"} {
-		t.Run("guest_guest_"+tr, func(t *testing.T) { s.testGuestGuest(t, tr) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(s.digest())
+		}
+	})
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			s.noteFailure(t)
+			f(t)
+		})
 	}
-	t.Run("guest_softroce_tap_red_ecn_dcqcn", s.testECNBridge)
+	run("rxe0_ready", s.testReady)
+	run("guest_health", s.testGuestHealth)
+	for _, tr := range []string{"rc", "uc", "ud"} {
+		run("guest_guest_"+tr, func(t *testing.T) { s.testGuestGuest(t, tr) })
+	}
+	run("guest_softroce_tap_red_ecn_dcqcn", s.testECNBridge)
 	has := func(sub string) bool { return exec.CommandContext(s.ctx, s.softroce, sub, "--help").Run() == nil }
 	var cases []hostCase
 	if has("pingpong") {
@@ -86,10 +99,10 @@ func TestInterop(t *testing.T) {
 		cases = append(cases, rstreamCase())
 	}
 	if has("rdmacm") {
-		t.Run("softroce_udp_cm_reject", s.testCMReject)
+		run("softroce_udp_cm_reject", s.testCMReject)
 	}
 	if s.libDir != "" {
-		t.Run("softroce_udp_dropin_cm_rate", s.testCMRate)
+		run("softroce_udp_dropin_cm_rate", s.testCMRate)
 	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
 	for _, link := range []string{"udp", "tap"} {
@@ -98,7 +111,7 @@ func TestInterop(t *testing.T) {
 				if (hc.serverOnly && role == "client") || (hc.clientOnly && role == "server") {
 					continue
 				}
-				t.Run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
+				run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
 					if why := knownBad[hc.name]; why != "" && !strict {
 						t.Skipf("known softroce bug, skipped unless SOFTROCE_INTEROP_STRICT=1: %s", why)
 					}
@@ -327,6 +340,12 @@ func retransmissions(decoded string) int {
 func (s *suite) testGuestGuest(t *testing.T, tr string) {
 	prog, size, iters := pingpongArgs(tr)
 	c := s.capture(t, "guest_guest_"+tr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.checkGuest(t, s.a)
+			s.checkGuest(t, s.b)
+		}
+	})
 	args := fmt.Sprintf("%s -d rxe0 -g 1 -s %d -n %d", prog, size, iters)
 	job, err := s.a.Start(s.ctx, args, 40*time.Second)
 	require.NoError(t, err)
@@ -350,9 +369,14 @@ func (s *suite) testGuestGuest(t *testing.T, tr string) {
 // program in guest a, on softroce's udp link (bound to the bridge address)
 // or tap link (its own address on stk0). role is softroce's role.
 func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
+	vm, mtu := s.a, 1500
+	if hc.jumbo {
+		vm, mtu = s.b, jumboMTU
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.logNetState(t)
+			s.checkGuest(t, vm)
 		}
 	})
 	c := s.capture(t, fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name))
@@ -361,9 +385,7 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 		hostArgs = withHostGID(hostArgs, softroceGID6(link))
 	}
 	hostArgs = append(hostArgs, "--link", link)
-	vm, mtu := s.a, 1500
 	if hc.jumbo {
-		vm, mtu = s.b, jumboMTU
 		hostArgs = append(hostArgs, "--mtu", strconv.Itoa(mtu))
 	}
 	switch link {

@@ -49,6 +49,8 @@ type VM struct {
 	IP       netip.Addr
 	BootTime time.Duration // qemu start to "rxe0 ready"
 	cfg      VMConfig
+	img      Image
+	net      *Net
 	cmd      *exec.Cmd
 	cancel   context.CancelFunc
 	conn     net.Conn
@@ -103,7 +105,8 @@ func Boot(ctx context.Context, img Image, n *Net, cfg VMConfig) (*VM, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := n.AddTap(ctx, cfg.Tap, cfg.MTU); err != nil {
+	// EnsureTap, not AddTap: a reboot finds the TAP of the first boot.
+	if err := n.EnsureTap(ctx, cfg.Tap, cfg.MTU); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(cfg.Dir, cfg.Name+".sock")
@@ -123,7 +126,7 @@ func Boot(ctx context.Context, img Image, n *Net, cfg VMConfig) (*VM, error) {
 	}
 	qctx, cancel := context.WithCancel(context.Background())
 	v := &VM{
-		Name: cfg.Name, IP: cfg.IP.Addr(), cfg: cfg, cancel: cancel,
+		Name: cfg.Name, IP: cfg.IP.Addr(), cfg: cfg, img: img, net: n, cancel: cancel,
 		console: &testenv.LockedBuffer{}, exited: make(chan struct{}), waiting: map[int]chan Result{},
 	}
 	v.cmd = n.Command(qctx, "qemu-system-x86_64", args...)
@@ -314,6 +317,14 @@ func (v *VM) Run(ctx context.Context, script string, timeout time.Duration) (Res
 
 // Console returns the guest's console output so far.
 func (v *VM) Console() string { return v.console.String() }
+
+// Reboot closes the guest and boots a new one with the same configuration
+// (address, MAC, TAP): a fresh kernel for whatever runs after a test that
+// left this one unusable.
+func (v *VM) Reboot(ctx context.Context) (*VM, error) {
+	_ = v.Close()
+	return Boot(ctx, v.img, v.net, v.cfg)
+}
 
 // Close powers the guest off (up to 10 s), then kills qemu.
 func (v *VM) Close() error {
