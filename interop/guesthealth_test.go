@@ -3,7 +3,6 @@ package interop
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,27 @@ import (
 // kernel (state D) with their kernel stacks, the kernel's last messages,
 // free memory and rxe0's counters. It exits non-zero when the guest is
 // unfit for the next case: such a program or task, no answer to a ping of
-// the host (host), or rxe0 not ACTIVE. It uses busybox's ps, the one in
-// the image.
+// the host (host), or rxe0 not ACTIVE, which its last line says
+// ("unfit: ..."). It uses busybox's ps, the one in the image.
 func guestHealthScript(host string) string {
 	return `sleep 1
-bad=0
+unfit=
 ps=$(busybox ps -o pid,stat,comm,args | awk 'NR > 1 && ($2 ~ /^D/ || ($3 ~ /^(ib_|ibv_|rping|rdma_|ucmatose|udaddy|rstream|riostream|cmtime)/ && $4 !~ /^\[/))')
 if [ -n "$ps" ]; then
-	echo "left over or stuck:"; echo "$ps"; bad=1
+	echo "left over or stuck:"; echo "$ps"
+	unfit="$unfit; left over or stuck: $(echo "$ps" | awk '{print $1, $2, $3}' | tr '\n' ' ')"
 	for p in $(echo "$ps" | awk '$2 ~ /^D/ {print $1}'); do
 		echo "kernel stack of $p:"; cat /proc/$p/stack
 	done
 fi
-ping -c 1 -W 2 ` + host + ` >/dev/null 2>&1 || { echo "no answer to a ping of ` + host + `"; bad=1; }
+ping -c 1 -W 2 ` + host + ` >/dev/null 2>&1 || unfit="$unfit; no answer to a ping of ` + host + `"
 echo "dmesg:"; dmesg | tail -n 12
 grep -E '^(MemFree|MemAvailable):' /proc/meminfo
 rdma statistic show link rxe0/1 2>&1 | tr -s ' ' | fold -w 200
-ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE || { echo "rxe0 not ACTIVE"; bad=1; }
-exit $bad`
+ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE || unfit="$unfit; rxe0 not ACTIVE"
+[ -z "$unfit" ] && exit 0
+echo "unfit: ${unfit#; }"
+exit 1`
 }
 
 // healthScript is guestHealthScript for this suite's host address.
@@ -42,9 +44,8 @@ func (s *suite) healthScript() string { return guestHealthScript(s.net.Host.Addr
 
 // health is what the suite learnt of its guests in failed cases, for the
 // digest TestInterop prints last (the tail of a CI log is often all there
-// is to read).
+// is to read). The tests run one after another: no lock.
 type health struct {
-	mu       sync.Mutex
 	failed   []string // failed tests, in order
 	rebooted []string // "guest X after TEST: why"
 }
@@ -53,9 +54,7 @@ type health struct {
 func (s *suite) noteFailure(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			s.health.mu.Lock()
 			s.health.failed = append(s.health.failed, t.Name())
-			s.health.mu.Unlock()
 		}
 	})
 }
@@ -72,8 +71,8 @@ func (s *suite) checkGuest(t *testing.T, vm *VM) {
 		return
 	}
 	why := fmt.Sprintf("status %d, err %v", r.Status, err)
-	if first, _, ok := strings.Cut(strings.TrimPrefix(r.Output, "left over or stuck:\n"), "\n"); ok {
-		why += ": " + strings.Join(strings.Fields(first), " ")
+	if _, unfit, ok := strings.Cut(r.Output, "\nunfit: "); ok {
+		why = strings.TrimSpace(unfit)
 	}
 	console := vm.Console()
 	if len(console) > 4000 {
@@ -89,9 +88,7 @@ func (s *suite) checkGuest(t *testing.T, vm *VM) {
 		t.Logf("guest %s rebooted in %v", vm.Name, time.Since(start).Round(time.Millisecond))
 		s.replaceGuest(t, nvm)
 	}
-	s.health.mu.Lock()
 	s.health.rebooted = append(s.health.rebooted, fmt.Sprintf("guest %s after %s: %s", vm.Name, t.Name(), why))
-	s.health.mu.Unlock()
 }
 
 // replaceGuest puts a rebooted guest in its place and gives it back the
@@ -117,8 +114,6 @@ func (s *suite) replaceGuest(t *testing.T, vm *VM) {
 // digest is the last thing a failed TestInterop logs: the failed tests and
 // the guests rebooted, in a few lines.
 func (s *suite) digest() string {
-	s.health.mu.Lock()
-	defer s.health.mu.Unlock()
 	var b strings.Builder
 	names := s.health.failed
 	more := ""
@@ -150,6 +145,7 @@ func (s *suite) testGuestHealth(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, r.Status, "guest b with a server left running passed:\n%s", r.Output)
 	require.Contains(t, r.Output, "ib_write_bw -d rxe0")
+	require.Regexp(t, `(?m)^unfit: left over or stuck: \d+ \S+ ib_write_bw`, r.Output)
 
 	start := time.Now()
 	b, err := s.b.Reboot(s.ctx)

@@ -181,15 +181,19 @@ func newSuite(t *testing.T, ttl time.Duration, share string) *suite {
 		}()
 	}
 	wg.Wait()
-	for i := range vms {
-		if vms[i] != nil {
-			t.Cleanup(func() { _ = vms[i].Close() })
+	s.a, s.b = vms[0], vms[1]
+	// The guests as they are at the end: a failed test may have
+	// rebooted one (checkGuest), and the new one is closed, not the old.
+	t.Cleanup(func() {
+		for _, vm := range []*VM{s.a, s.b} {
+			if vm != nil {
+				_ = vm.Close()
+			}
 		}
-	}
+	})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	s.a, s.b = vms[0], vms[1]
 	t.Logf("boot: a ready in %v, b ready in %v (accel %v)", s.a.BootTime.Round(time.Millisecond), s.b.BootTime.Round(time.Millisecond), Accel())
 
 	return s
