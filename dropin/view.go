@@ -186,10 +186,17 @@ func ExecInView(argv []string, uid, gid int) (int, error) {
 	signal.Stop(sigs)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
+		code, _ := ShellStatus(ee)
+		return code, nil
 	}
 	return 0, err
+}
+
+// ShellStatus is the status a shell gives a program that ended as ee says:
+// its exit code, or 128+N when signal N killed it (sig is then N, else 0).
+func ShellStatus(ee *exec.ExitError) (code int, sig syscall.Signal) {
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ee.ExitCode(), 0
 }

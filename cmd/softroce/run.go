@@ -165,10 +165,11 @@ It exits with PROGRAM's status.`,
 			// A program killed by a signal ends run as a shell reports
 			// it (128+N), with the signal named: its buffered output is
 			// lost, so this may be all there is to tell.
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return exitError{128 + int(ws.Signal()), fmt.Errorf("%s killed by signal %d (%v)", args[0], int(ws.Signal()), ws.Signal())}
+			code, sig := dropin.ShellStatus(ee)
+			if sig != 0 {
+				return exitError{code, fmt.Errorf("%s killed by signal %d (%v)", args[0], int(sig), sig)}
 			}
-			return exitError{code: ee.ExitCode()}
+			return exitError{code: code}
 		case err != nil:
 			return exitError{exitTrouble, fmt.Errorf("run %s: %w", args[0], err)}
 		}
