@@ -47,6 +47,9 @@ func (d *Device) Start() error {
 	if d.link == nil {
 		return fmt.Errorf("start %s: %w", d.name, ErrNoLink)
 	}
+	if d.mu.off {
+		return fmt.Errorf("start %s: the device was made SingleThreaded, and its runtime has goroutines of its own: %w", d.name, ErrInvalid)
+	}
 	r := &runtime{
 		d:     d,
 		start: time.Now(),

@@ -162,6 +162,12 @@ func TestStartErrors(t *testing.T) {
 	assert.ErrorIs(t, d2.Start(), ErrAlreadyStart)
 	require.NoError(t, d2.Close())
 	assert.Zero(t, d2.Now(), "stopped")
+	// A device promised one caller at a time has no lock for the
+	// runtime's goroutines to share.
+	lc, _ := link.NewMemPair(1500)
+	d3, err := New(Config{Link: lc, IPv4: ipA, SingleThreaded: true})
+	require.NoError(t, err)
+	assert.ErrorIs(t, d3.Start(), ErrInvalid)
 }
 
 func TestRuntimeHub(t *testing.T) {

@@ -15,7 +15,7 @@ type rxeDevice struct {
 }
 
 func newRxeDevice(h hostInfo, seed uint64, fastRecovery bool) (*rxeDevice, error) {
-	cfg := rxe.Config{Name: "rxe-" + h.Name, MAC: h.MAC, MTU: h.MTU, Seed: seed | 1, FastRecovery: fastRecovery}
+	cfg := rxe.Config{Name: "rxe-" + h.Name, MAC: h.MAC, MTU: h.MTU, Seed: seed | 1, FastRecovery: fastRecovery, SingleThreaded: true}
 	if h.IP.Is4() {
 		cfg.IPv4 = h.IP
 	} else {
