@@ -233,8 +233,8 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 		if f.remote, err = b.regBytes(run.mem.overwritten(size), access); err != nil {
 			return nil, fmt.Errorf("flow %s: %w", f.name, err)
 		}
-		fillPattern(f.remote.Bytes(), uint32(f.id), 0xFFFFFFFF)
-		f.model = newRefModel(f.remote.Bytes(), uint32(f.id), &run.models, run.mem.overwritten(size))
+		fillPattern(f.remote.Bytes(), uint32(f.id), initialSeq)
+		f.model = newRefModel(uint32(f.id), &run.models, run.mem.overwritten(size))
 	}
 	caps := rxe.QPCap{MaxSendWR: w.Window + 1, MaxRecvWR: f.rdepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 	if f.qa, err = a.dev.d.CreateQP(a.pd, rxe.QPInit{Type: f.typ, SendCQ: a.cq, RecvCQ: a.cq, Cap: caps}); err != nil {

@@ -13,7 +13,7 @@ import (
 // TestRefModelFill: any range of a message's pattern, written alone, is
 // what the whole message holds there.
 func TestRefModelFill(t *testing.T) {
-	m := newRefModel(nil, 7, &modelScratch{}, nil)
+	m := newRefModel(7, &modelScratch{}, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
 		size := rng.IntN(3*patternPeriod + 100)
@@ -37,10 +37,15 @@ func TestRefModelMatchesCopies(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		size := 1 + rng.IntN(20000)
-		initial := make([]byte, size)
-		fillPattern(initial, 9, 0xFFFFFFFF)
-		eager := append([]byte(nil), initial...)
-		m := newRefModel(initial, 9, &modelScratch{}, make([]byte, len(initial)))
+		eager := make([]byte, size)
+		fillPattern(eager, 9, initialSeq)
+		// The model's bytes start as garbage: it writes the initial
+		// pattern itself where no WRITE covers it.
+		garbage := make([]byte, size)
+		for i := range garbage {
+			garbage[i] = byte(rng.Uint32())
+		}
+		m := newRefModel(9, &modelScratch{}, garbage)
 		for seq := uint32(0); seq < 200; seq++ {
 			switch k := rng.IntN(10); {
 			case k < 7: // a WRITE, small or up to the whole region

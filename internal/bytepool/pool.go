@@ -30,6 +30,11 @@ func (p *Pool) Take(n int) []byte {
 	return b
 }
 
+// TakeReused is Take that also says whether the bytes were put back (and
+// so may hold anything) rather than new (and so zero): for a caller that
+// clears only the parts it needs zeroed.
+func (p *Pool) TakeReused(n int) (b []byte, reused bool) { return p.take(n) }
+
 func (p *Pool) take(n int) (b []byte, reused bool) {
 	p.mu.Lock()
 	if l := p.free[n]; len(l) > 0 {

@@ -51,6 +51,12 @@ func TestPoolTake(t *testing.T) {
 	p.Put(b)
 	c := p.Get(64)
 	assert.Equal(t, make([]byte, 64), c, "Get does")
+	_, reused := p.TakeReused(64)
+	assert.False(t, reused, "the pool is empty: new bytes")
+	p.Put(c)
+	d, reused := p.TakeReused(64)
+	assert.True(t, reused)
+	assert.Same(t, &c[0], &d[0])
 }
 
 func TestPoolDrain(t *testing.T) {
