@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/hex"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -240,11 +239,11 @@ func (r *recorder) flow(name, typ string, qpnA, qpnB, psnA, psnB uint32, mtu int
 	x, t := r.text("flow")
 	t = append(append(append(t, ' '), name...), ' ')
 	t = append(append(t, typ...), " qpn="...)
-	t = strconv.AppendUint(t, uint64(qpnA), 10)
-	t = strconv.AppendUint(append(t, '/'), uint64(qpnB), 10)
-	t = strconv.AppendUint(append(t, " psn="...), uint64(psnA), 10)
-	t = strconv.AppendUint(append(t, '/'), uint64(psnB), 10)
-	t = strconv.AppendInt(append(t, " mtu="...), int64(mtu), 10)
+	t = appendUint(t, uint64(qpnA))
+	t = appendUint(append(t, '/'), uint64(qpnB))
+	t = appendUint(append(t, " psn="...), uint64(psnA))
+	t = appendUint(append(t, '/'), uint64(psnB))
+	t = appendInt(append(t, " mtu="...), int64(mtu))
 	r.endText(x, t)
 }
 
@@ -271,11 +270,11 @@ func (r *recorder) op(kind, flow string, i int, s string, n int) {
 	t = append(t, ' ')
 	t = append(t, flow...)
 	t = append(t, ' ')
-	t = strconv.AppendInt(t, int64(i), 10)
+	t = appendInt(t, int64(i))
 	t = append(t, ' ')
 	t = append(t, s...)
 	t = append(t, ' ')
-	t = strconv.AppendInt(t, int64(n), 10)
+	t = appendInt(t, int64(n))
 	r.endText(x, t)
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"hash"
 	"io"
-	"strconv"
 
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/sim/netsim"
@@ -234,7 +233,7 @@ func (w *traceWriter) flush() {
 
 // appendLine appends x's line, newline included.
 func (x *traceRec) appendLine(b, text []byte) []byte {
-	b = strconv.AppendInt(b, int64(x.at), 10)
+	b = appendInt(b, int64(x.at))
 	b = append(b, ' ')
 	switch x.kind {
 	case recText:
@@ -255,16 +254,16 @@ func (x *traceRec) appendLine(b, text []byte) []byte {
 	}
 	b = append(b, x.pipe.Name()...)
 	b = append(b, " len="...)
-	b = strconv.AppendInt(b, int64(x.n), 10)
+	b = appendInt(b, int64(x.n))
 	b = append(b, " sum="...)
-	b = strconv.AppendUint(b, uint64(x.sum), 16)
+	b = appendHex32(b, x.sum)
 	if x.flags&recBTH != 0 {
 		b = append(b, ' ')
 		b = append(b, x.op.String()...)
 		b = append(b, " qpn="...)
-		b = strconv.AppendUint(b, uint64(x.qpn), 10)
+		b = appendUint(b, uint64(x.qpn))
 		b = append(b, " psn="...)
-		b = strconv.AppendUint(b, uint64(x.psn), 10)
+		b = appendUint(b, uint64(x.psn))
 	}
 	b = x.appendFlags(b)
 	return append(b, '\n')
