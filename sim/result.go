@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -198,7 +199,7 @@ func percentiles(s []int64) Latency {
 	if len(s) == 0 {
 		return Latency{}
 	}
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	slices.Sort(s) // pdqsort on int64s, several times sort.Slice's speed
 	at := func(p float64) int64 {
 		i := int(p*float64(len(s)-1) + 0.5)
 		return s[i]
