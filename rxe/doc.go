@@ -16,7 +16,9 @@
 //     due. Packets addressed to one of the device's own GIDs are looped back
 //     inside Output without touching the link, as rxe does. The core is safe
 //     for concurrent use: one mutex serializes the verbs calls (PostSend,
-//     Poll, Modify, ...) with the data path.
+//     Poll, Modify, ...) with the data path. A device made SingleThreaded
+//     (the simulator's, whose event loop is its only caller) skips the
+//     mutex, and cannot be Started.
 //   - The runtime (Start, Close) drives the core with the monotonic clock: a
 //     receive goroutine reads batches of frames from the link, handles them
 //     and sends one batch of what they caused (ACKs, or requests the ACKs
