@@ -44,3 +44,27 @@ func BenchmarkLoopHold(b *testing.B) {
 		})
 	}
 }
+
+// earlier agrees with before on any pair: times from 0 to Never, equal
+// times told apart by sequence number, in either order.
+func TestEarlierMatchesBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	times := []Time{0, 1, 2, 1000, 1 << 32, 1<<62 + 3, Never - 1, Never}
+	for range 100000 {
+		h := []event{
+			{at: times[rng.IntN(len(times))], seq: rng.Uint64N(4)},
+			{at: times[rng.IntN(len(times))], seq: rng.Uint64N(4)},
+		}
+		if rng.IntN(2) == 0 {
+			h[0].at, h[1].at = Time(rng.Int64()), Time(rng.Int64())
+			h[0].seq, h[1].seq = rng.Uint64(), rng.Uint64()
+		}
+		want := 0
+		if h[1].before(&h[0]) {
+			want = 1
+		}
+		if got := earlier(h, 0, 1); got != want {
+			t.Fatalf("earlier(%+v, %+v) = %d, before says %d", h[0], h[1], got, want)
+		}
+	}
+}
