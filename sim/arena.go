@@ -40,24 +40,23 @@ func (a *arena) overwritten(n int) []byte { return a.take(n, false) }
 
 func (a *arena) take(n int, zero bool) []byte {
 	need := (n + arenaAlign - 1) &^ (arenaAlign - 1)
+	var b []byte
+	dirty := false
 	if need > arenaChunk {
 		size := (n + arenaChunk - 1) &^ (arenaChunk - 1)
-		var b []byte
-		if zero {
-			b = arenaPool.Get(size)
-		} else {
-			b = arenaPool.Take(size)
+		var c []byte
+		c, dirty = arenaPool.Take(size)
+		a.chunks = append(a.chunks, c)
+		b = c[:n:n]
+	} else {
+		if len(a.cur) < need {
+			a.cur, a.dirty = arenaPool.Take(arenaChunk)
+			a.chunks = append(a.chunks, a.cur)
 		}
-		a.chunks = append(a.chunks, b)
-		return b[:n:n]
+		b, dirty = a.cur[:n:n], a.dirty
+		a.cur = a.cur[need:]
 	}
-	if len(a.cur) < need {
-		a.cur, a.dirty = arenaPool.TakeReused(arenaChunk)
-		a.chunks = append(a.chunks, a.cur)
-	}
-	b := a.cur[:n:n]
-	a.cur = a.cur[need:]
-	if zero && a.dirty {
+	if zero && dirty {
 		clear(b)
 	}
 	return b

@@ -1,6 +1,9 @@
 package sim
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // The event log's numbers, formatted straight into the line: strconv's
 // Append functions format into a buffer of their own and copy it, and with
@@ -38,10 +41,7 @@ func appendUint(b []byte, v uint64) []byte {
 	}
 	n := decLen(v)
 	l := len(b)
-	if cap(b)-l < n {
-		b = append(b, make([]byte, n)...)
-	}
-	b = b[:l+n]
+	b = slices.Grow(b, n)[:l+n]
 	d := b[l:]
 	i := n
 	for v >= 100 {
@@ -73,10 +73,7 @@ func appendHex32(b []byte, v uint32) []byte {
 	const hex = "0123456789abcdef"
 	n := (bits.Len32(v|1) + 3) / 4
 	l := len(b)
-	if cap(b)-l < n {
-		b = append(b, make([]byte, n)...)
-	}
-	b = b[:l+n]
+	b = slices.Grow(b, n)[:l+n]
 	d := b[l:]
 	for i := n - 1; i >= 0; i-- {
 		d[i] = hex[v&15]

@@ -22,18 +22,11 @@ func (p *Pool) Get(n int) []byte {
 	return b
 }
 
-// Take returns n bytes as Get does but, when they were put back, with what
-// they held: for a caller that overwrites every byte before it reads one,
-// so that what a job sees never depends on the job before it.
-func (p *Pool) Take(n int) []byte {
-	b, _ := p.take(n)
-	return b
-}
-
-// TakeReused is Take that also says whether the bytes were put back (and
-// so may hold anything) rather than new (and so zero): for a caller that
-// clears only the parts it needs zeroed.
-func (p *Pool) TakeReused(n int) (b []byte, reused bool) { return p.take(n) }
+// Take returns n bytes as Get does but, when they were put back (reused),
+// with what they held: for a caller that overwrites every byte before it
+// reads one, or clears only the parts it needs zeroed, so that what a job
+// sees never depends on the job before it. New bytes are zero.
+func (p *Pool) Take(n int) (b []byte, reused bool) { return p.take(n) }
 
 func (p *Pool) take(n int) (b []byte, reused bool) {
 	p.mu.Lock()

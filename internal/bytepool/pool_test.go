@@ -40,23 +40,19 @@ func TestPool(t *testing.T) {
 // saved for callers that overwrite everything.
 func TestPoolTake(t *testing.T) {
 	p := Pool{Keep: 1 << 20}
-	a := p.Take(64)
+	a, reused := p.Take(64)
 	require.Len(t, a, 64)
+	assert.False(t, reused, "the pool is empty: new bytes")
 	assert.Equal(t, make([]byte, 64), a, "new bytes are zero")
 	a[0], a[63] = 1, 2
 	p.Put(a)
-	b := p.Take(64)
+	b, reused := p.Take(64)
+	assert.True(t, reused)
 	assert.Same(t, &a[0], &b[0])
 	assert.Equal(t, []byte{1, 2}, []byte{b[0], b[63]}, "Take does not clear")
 	p.Put(b)
 	c := p.Get(64)
 	assert.Equal(t, make([]byte, 64), c, "Get does")
-	_, reused := p.TakeReused(64)
-	assert.False(t, reused, "the pool is empty: new bytes")
-	p.Put(c)
-	d, reused := p.TakeReused(64)
-	assert.True(t, reused)
-	assert.Same(t, &c[0], &d[0])
 }
 
 func TestPoolDrain(t *testing.T) {
