@@ -50,11 +50,17 @@ type health struct {
 	rebooted []string // "guest X after TEST: why"
 }
 
-// noteFailure records t in the digest when it has failed.
-func (s *suite) noteFailure(t *testing.T) {
+// afterFailure arranges that, if t fails, it is recorded in the digest and
+// both guests are checked (checkGuest) once its own cleanups (killing its
+// guest programs among them) have run: registered first, this runs last.
+func (s *suite) afterFailure(t *testing.T) {
 	t.Cleanup(func() {
-		if t.Failed() {
-			s.health.failed = append(s.health.failed, t.Name())
+		if !t.Failed() {
+			return
+		}
+		s.health.failed = append(s.health.failed, t.Name())
+		for _, vm := range []*VM{s.a, s.b} {
+			s.checkGuest(t, vm)
 		}
 	})
 }
