@@ -292,7 +292,8 @@ func TestModifyStoresAndRounds(t *testing.T) {
 	assert.Equal(t, uint8(8), got.MaxDestRdAtomic, "rounded up to a power of two, as rxe")
 	assert.Nil(t, q.resp.res, "made at the first request")
 	q.resp.sizeResources()
-	assert.Len(t, q.resp.res, 8)
+	assert.Equal(t, 8, q.resp.resCap)
+	assert.Len(t, q.resp.res, ringStart, "grown as needed (TestRespRingsGrowLikeFullOnes)")
 	assert.Equal(t, uint32(0xABCDEF), q.resp.psn)
 	assert.Equal(t, a.AV, got.AV)
 	assert.Equal(t, a.DestQPN, got.DestQPN)
@@ -311,6 +312,7 @@ func TestModifyStoresAndRounds(t *testing.T) {
 	require.NoError(t, q.Modify(&Attr{State: SQD}, AttrState))
 	require.NoError(t, q.Modify(&Attr{State: SQD, MaxDestRdAtomic: 1}, AttrState|AttrMaxDestRdAtomic))
 	assert.Len(t, q.resp.res, 1)
+	assert.Equal(t, 1, q.resp.resCap)
 }
 
 func TestAttrMaskString(t *testing.T) {

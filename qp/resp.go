@@ -51,13 +51,17 @@ type responder struct {
 	resid  uint32
 	length uint32
 
+	// The rings hold as many entries as have been needed so far, up to
+	// their capacities, which are what rxe allocates (resp_res.go).
 	res     []respRes // responder resources, a ring (resp_res.go)
 	resHead int
+	resCap  int   // max_dest_rd_atomic rounded up: the ring's full size
 	resN    uint8 // max_dest_rd_atomic the rings are (or will be) sized for
 
 	out     []respOut // queued responses, a ring (resp_out.go)
 	outHead int
 	outN    int
+	outCap  int // the most responses the queue holds
 
 	grh [grhLen]byte // scratch for a UD receive's GRH area
 }
@@ -132,7 +136,7 @@ func (q *QP) respReceive(_ Time, in *Incoming) {
 // rcReceive runs an RC request through rxe's checks in rxe's order.
 func (q *QP) rcReceive(p *packet.Packet, info *packet.OpcodeInfo) {
 	r := &q.resp
-	if r.outN == len(r.out) {
+	if r.outN == r.outCap {
 		// Every request may need one queued response. With the queue
 		// full (the caller has not been calling Transmit) the request is
 		// dropped unprocessed; the requester retransmits it.
@@ -170,7 +174,7 @@ func (q *QP) rcReceive(p *packet.Packet, info *packet.OpcodeInfo) {
 	}
 	switch info.Kind {
 	case packet.KindReadRequest, packet.KindCompareSwap, packet.KindFetchAdd, packet.KindAtomicWrite:
-		if len(r.res) == 0 {
+		if r.resCap == 0 {
 			// max_dest_rd_atomic is 0: the requester may not send these.
 			q.rcFatal(psn, packet.SyndromeNAKInvReq, WCRemInvReqErr, EventQPReqErr)
 			return

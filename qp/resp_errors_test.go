@@ -262,7 +262,7 @@ func TestRespDropsUnknownAndResponseOpcodes(t *testing.T) {
 func TestRespQueueFullDropsRequest(t *testing.T) {
 	r := newRespRig(t, RC, rspWithMaxDestRdAtomic(1))
 	r.q.resp.sizeResources()
-	capacity := len(r.q.resp.out)
+	capacity := r.q.resp.outCap
 	for i := 0; i < capacity; i++ {
 		r.recv(rspPkt(packet.RCReadRequest, rspPSN+uint32(i), nil, rspReth(rspRemoteVA, rspRemoteKey, 8)))
 	}

@@ -41,12 +41,29 @@ type respOut struct {
 // push appends an entry. Callers check for room first (rcReceive drops a
 // request when the queue is full), so the guard only protects the ring.
 func (r *responder) push() *respOut {
-	if r.outN == len(r.out) {
+	if !r.outRoom() {
 		return nil
 	}
 	o := &r.out[(r.outHead+r.outN)%len(r.out)]
 	r.outN++
 	return o
+}
+
+// outRoom reports whether the queue has room for one more response,
+// growing the ring towards outCap when it is full before that.
+func (r *responder) outRoom() bool {
+	if r.outN < len(r.out) {
+		return true
+	}
+	if r.outN == r.outCap {
+		return false
+	}
+	grown := make([]respOut, min(2*len(r.out), r.outCap))
+	for i := range r.outN {
+		grown[i] = r.out[(r.outHead+i)%len(r.out)]
+	}
+	r.out, r.outHead = grown, 0
+	return true
 }
 
 // pushAck queues an ACK or NAK. Plain ACKs coalesce: when the last queued
@@ -96,7 +113,7 @@ func (r *responder) readOut(psn, reqPSN uint32, va uint64, rkey, length uint32, 
 // can use what it kept, and a response queue that is partly sent may be
 // interrupted between packets, as each entry says where it stands.
 func (r *responder) pushReadFront(psn uint32, va uint64, rkey, length uint32, first bool) {
-	if r.outN == len(r.out) {
+	if !r.outRoom() {
 		return
 	}
 	r.outHead = (r.outHead + len(r.out) - 1) % len(r.out)

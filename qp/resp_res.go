@@ -63,25 +63,42 @@ func (r *responder) allocResources(n uint8) {
 }
 
 // sizeResources makes the rings for r.resN, once per QP and per Modify of
-// max_dest_rd_atomic, never per packet.
+// max_dest_rd_atomic, never per packet. They start small and grow as they
+// fill (nextRes, push), to the sizes rxe allocates at once: most QPs never
+// have more than a few READs or responses outstanding, and a simulation of
+// thousands of QPs spent a fifth of its allocation on rings it never used.
+// Growth changes nothing a peer can see: the resource ring grows before it
+// ever wraps, so resource n sits at index n as in the full ring, and the
+// response queue is kept in order.
 func (r *responder) sizeResources() {
 	k := roundPow2(int(r.resN))
-	if k != len(r.res) || r.res == nil {
-		r.res = make([]respRes, k)
+	if k != r.resCap || r.res == nil {
+		r.resCap = k
+		r.res = make([]respRes, min(k, ringStart))
 		r.resHead = 0
 	}
-	outCap := 2*k + 8
-	if outCap != len(r.out) {
-		r.out = make([]respOut, outCap)
+	if outCap := 2*k + 8; outCap != r.outCap {
+		r.outCap = outCap
+		r.out = make([]respOut, min(outCap, ringStart))
 		r.outHead, r.outN = 0, 0
 	}
 }
 
-// nextRes returns the resource to record a new READ or atomic in, recycling
-// the oldest.
+// ringStart is the size the responder's rings start at.
+const ringStart = 4
+
+// nextRes returns the resource to record a new READ or atomic in: a fresh
+// one until the ring is full, then the oldest.
 func (r *responder) nextRes() *respRes {
+	if r.resHead == len(r.res) {
+		if len(r.res) < r.resCap {
+			r.res = append(r.res, make([]respRes, min(len(r.res), r.resCap-len(r.res)))...)
+		} else {
+			r.resHead = 0
+		}
+	}
 	res := &r.res[r.resHead]
-	r.resHead = (r.resHead + 1) % len(r.res)
+	r.resHead++
 	return res
 }
 
