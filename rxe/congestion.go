@@ -73,7 +73,7 @@ func (d *Device) SetCongestion(c Congestion) error {
 func (d *Device) QPRate(qpn uint32) (qp.RateState, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if x := d.qps[qpn]; x != nil {
+	if x := d.qps.get(qpn); x != nil {
 		return x.q.RateState()
 	}
 	return qp.RateState{}, false

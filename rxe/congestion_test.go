@@ -169,7 +169,7 @@ func TestPacingHoldsTheRate(t *testing.T) {
 	ca.Engine.DCQCN.RPGByteReset = 0
 	p := newCCPair(t, ca, enabled())
 	p.da.mu.Lock()
-	x := p.da.qps[p.a.qp.QPN()]
+	x := p.da.qps.get(p.a.qp.QPN())
 	x.q.ReceiveCNP(0)
 	p.da.mu.Unlock()
 	var times []qp.Time
@@ -235,7 +235,7 @@ func TestPacingWithBurstNeverOutrunsTheRate(t *testing.T) {
 	ca.Engine.DCQCN.RPGByteReset = 0
 	p := newCCPair(t, ca, enabled())
 	p.da.mu.Lock()
-	p.da.qps[p.a.qp.QPN()].q.ReceiveCNP(0)
+	p.da.qps.get(p.a.qp.QPN()).q.ReceiveCNP(0)
 	p.da.mu.Unlock()
 	var sent int64
 	var last qp.Time
@@ -293,7 +293,7 @@ func TestPacedQPAsksForACKsWithinItsTimeout(t *testing.T) {
 	ca.Engine.DCQCN.RPGByteReset = 0
 	p := newCCPair(t, ca, enabled())
 	p.da.mu.Lock()
-	p.da.qps[p.a.qp.QPN()].q.ReceiveCNP(0)
+	p.da.qps.get(p.a.qp.QPN()).q.ReceiveCNP(0)
 	p.da.mu.Unlock()
 	period := qp.Time(4096) << 14
 	var asked []qp.Time

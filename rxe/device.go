@@ -117,7 +117,7 @@ type Device struct {
 	mws     []mwSlot // by index - minMWIndex
 	mwNext  uint32
 	mwCount int
-	qps     map[uint32]*QP
+	qps     qpTable
 	qpList  []*QP // live QPs, for Tick and Deadline
 	qpNext  uint32
 
@@ -217,7 +217,6 @@ func New(cfg Config) (*Device, error) {
 		events:       make(chan AsyncEvent, eventQueueLen),
 		mrs:          make([]mrSlot, 1, 64), // index 0 is never used
 		mrNext:       1,
-		qps:          make(map[uint32]*QP),
 		qpNext:       firstQPN,
 		loopBuf:      make([]byte, 0, maxFrameLen),
 	}

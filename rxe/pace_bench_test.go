@@ -38,7 +38,7 @@ func BenchmarkPacedWrite(b *testing.B) {
 			const size = 64 << 10
 			w := newWriter(b, da, db, 4096, size, 8, 0)
 			da.mu.Lock()
-			da.qps[w.a.qp.QPN()].q.ReceiveCNP(1)
+			da.qps.get(w.a.qp.QPN()).q.ReceiveCNP(1)
 			da.mu.Unlock()
 			b.SetBytes(size)
 			b.ResetTimer()

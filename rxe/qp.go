@@ -83,7 +83,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 	if err := d.checkQPInit(pd, &init); err != nil {
 		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, err)
 	}
-	if len(d.qps) >= MaxQP {
+	if d.qps.len() >= MaxQP {
 		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, ErrLimit)
 	}
 	grantSendCaps(&init.Cap)
@@ -106,7 +106,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 		return nil, fmt.Errorf("create %s qp in pd %d: %w", init.Type, pd.handle, err)
 	}
 	x.q = eq
-	d.qps[qpn] = x
+	d.qps.put(qpn, x)
 	x.listIdx = len(d.qpList)
 	d.qpList = append(d.qpList, x)
 	pd.users++
@@ -163,7 +163,7 @@ func (d *Device) allocQPN() uint32 {
 		if d.qpNext > lastQPN {
 			d.qpNext = firstQPN
 		}
-		if _, used := d.qps[n]; !used {
+		if d.qps.get(n) == nil {
 			return n
 		}
 	}
@@ -354,7 +354,7 @@ func (d *Device) destroyQP(x *QP) (flush bool, err error) {
 		x.flushAcks = true
 		d.markReady(x)
 	}
-	delete(d.qps, x.qpn)
+	d.qps.remove(x.qpn)
 	d.dropDeadline(x)
 	last := d.qpList[len(d.qpList)-1]
 	d.qpList[x.listIdx] = last

@@ -85,7 +85,7 @@ func (d *Device) handleLocked(now qp.Time, data []byte, icrc icrcMode) {
 		d.cnt.Multicast++
 		return
 	}
-	x := d.qps[qpn]
+	x := d.qps.get(qpn)
 	if x == nil {
 		d.cnt.UnknownQP++
 		return
@@ -192,7 +192,7 @@ func (d *Device) receiveCNP(now qp.Time, fr *packet.Frame, p *packet.Packet, src
 	if qpn <= gsiQPN || qpn == multicastQPN {
 		return
 	}
-	x := d.qps[qpn]
+	x := d.qps.get(qpn)
 	if x == nil || x.init.Type == qp.UD || src != x.remote || dst != x.local {
 		return
 	}

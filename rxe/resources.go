@@ -17,7 +17,7 @@ type Resources struct {
 func (d *Device) Resources() Resources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Resources{PDs: d.pds, MRs: d.mrCount, MWs: d.mwCount, CQs: d.cqs, SRQs: d.srqs, AHs: d.ahs, QPs: len(d.qps)}
+	return Resources{PDs: d.pds, MRs: d.mrCount, MWs: d.mwCount, CQs: d.cqs, SRQs: d.srqs, AHs: d.ahs, QPs: d.qps.len()}
 }
 
 // QPInfo describes a QP for listings (`rdma resource show qp`).
@@ -36,8 +36,7 @@ type QPInfo struct {
 func (d *Device) HasQP(qpn uint32) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.qps[qpn]
-	return ok
+	return d.qps.get(qpn) != nil
 }
 
 // QPs lists the device's QPs in QPN order.
