@@ -21,7 +21,7 @@ type hostRT struct {
 	dev    *rxeDevice
 	pd     *rxe.PD
 	cq     *rxe.CQ
-	ends   map[uint32]*flowEnd
+	ends   []flowEnd // by QPN: the device hands them out from 17 up, in order
 	wcs    []qp.WC
 	nextVA uint64
 	run    *runState
@@ -62,6 +62,14 @@ func (hr *hostRT) bulkRegions(b *hostRT, size int) (src, recv, sink *rxe.MR, err
 type flowEnd struct {
 	f         *flow
 	requester bool
+}
+
+// setEnd records which flow, and which end of it, QP qpn is.
+func (hr *hostRT) setEnd(qpn uint32, e flowEnd) {
+	if int(qpn) >= len(hr.ends) {
+		hr.ends = append(hr.ends, make([]flowEnd, int(qpn)+1-len(hr.ends))...)
+	}
+	hr.ends[qpn] = e
 }
 
 // opRec is one posted operation and what it must produce.
@@ -163,7 +171,7 @@ func (run *runState) setupHost(h *host, info hostInfo, cqDepth int) (*hostRT, er
 	if err != nil {
 		return nil, err
 	}
-	hr := &hostRT{h: h, info: info, dev: dev, pd: pd, cq: cq, ends: map[uint32]*flowEnd{},
+	hr := &hostRT{h: h, info: info, dev: dev, pd: pd, cq: cq,
 		cmListen: map[uint64]*flow{}, cmConns: map[cm.ConnID]*flow{},
 		wcs: make([]qp.WC, 64), nextVA: iovaBase + uint64(info.Index)<<32, run: run}
 	h.poll = hr.poll
@@ -270,8 +278,8 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 	}
 	run.w.rec.flow(f.name, f.typ.String(), f.qa.QPN(), f.qb.QPN(), psnA, psnB, int(f.mtu))
 	f.ops = make([]opRec, count)
-	a.ends[f.qa.QPN()] = &flowEnd{f: f, requester: true}
-	b.ends[f.qb.QPN()] = &flowEnd{f: f}
+	a.setEnd(f.qa.QPN(), flowEnd{f: f, requester: true})
+	b.setEnd(f.qb.QPN(), flowEnd{f: f})
 	for i := 0; i < f.rdepth; i++ {
 		if err := f.postRecv(uint64(i)); err != nil {
 			return nil, err
