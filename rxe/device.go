@@ -103,8 +103,8 @@ type Device struct {
 	mu     devMutex
 	keys   *rand.ChaCha8
 	cnt    Counters
-	qpCnt  qp.Counters // shared by all QPs
-	events chan AsyncEvent
+	qpCnt  qp.Counters                     // shared by all QPs
+	events atomic.Pointer[chan AsyncEvent] // made on first use (events.go)
 
 	handles uint32 // last object handle given out
 	pds     int
@@ -214,7 +214,6 @@ func New(cfg Config) (*Device, error) {
 		rnrInterval:  rnrInterval(cfg.RNRRetryRate),
 		rnrRateSet:   cfg.RNRRetryRate != 0,
 		keys:         rand.NewChaCha8(key),
-		events:       make(chan AsyncEvent, eventQueueLen),
 		mrs:          make([]mrSlot, 1, 64), // index 0 is never used
 		mrNext:       1,
 		qpNext:       firstQPN,

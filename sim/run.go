@@ -9,7 +9,6 @@ import (
 	"github.com/softroce/softroce/packet"
 	"github.com/softroce/softroce/pcapio"
 	"github.com/softroce/softroce/qp"
-	"github.com/softroce/softroce/rxe"
 	"github.com/softroce/softroce/sim/netsim"
 )
 
@@ -487,7 +486,7 @@ func (run *runState) result(end netsim.Time) *Result {
 			run.violate(invCounters, "", "%s: sent_pkts %d - no route %d - loopback %d = %d, but %d frames left the host",
 				h.name, t.SentPkts, c.TxNoRoute, c.LoopbackPackets, got, h.emits)
 		}
-		drainEvents(hr.dev.d)
+		hr.dev.d.DropEvents()
 	}
 	run.checkExpect(res)
 	for _, name := range allInvariants {
@@ -500,19 +499,6 @@ func (run *runState) result(end netsim.Time) *Result {
 	res.EventLog = w.rec.sum()
 	res.LogLines = w.rec.lineCount()
 	return res
-}
-
-// drainEvents empties a device's async event channel without blocking.
-func drainEvents(d *rxe.Device) int {
-	n := 0
-	for {
-		select {
-		case <-d.Events():
-			n++
-		default:
-			return n
-		}
-	}
 }
 
 // sometimes maps the names a scenario may expect to whether the run shows
