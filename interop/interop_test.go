@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -107,21 +108,39 @@ func TestInterop(t *testing.T) {
 		run("softroce_udp_dropin_cm_rate", s.testCMRate)
 	}
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
+	repeat := repeats(t)
 	for _, link := range []string{"udp", "tap"} {
 		for _, hc := range cases {
 			for _, role := range []string{"client", "server"} {
 				if (hc.serverOnly && role == "client") || (hc.clientOnly && role == "server") {
 					continue
 				}
-				run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
-					if why := knownBad[hc.name]; why != "" && !strict {
-						t.Skipf("known softroce bug, skipped unless SOFTROCE_INTEROP_STRICT=1: %s", why)
-					}
-					s.testSoftroce(t, link, role, hc)
-				})
+				for range repeat {
+					run(fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name), func(t *testing.T) {
+						if why := knownBad[hc.name]; why != "" && !strict {
+							t.Skipf("known softroce bug, skipped unless SOFTROCE_INTEROP_STRICT=1: %s", why)
+						}
+						s.testSoftroce(t, link, role, hc)
+					})
+				}
 			}
 		}
 	}
+}
+
+// repeats is how many times each softroce case runs:
+// SOFTROCE_INTEROP_REPEAT, for hunting a rare failure with -run naming the
+// case (go test numbers the repeats #01, #02, ...), else once.
+func repeats(t *testing.T) int {
+	v := os.Getenv("SOFTROCE_INTEROP_REPEAT")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("SOFTROCE_INTEROP_REPEAT=%q: want a count of 1 or more", v)
+	}
+	return n
 }
 
 // skipUnlessInterop skips t unless env is 1 and the host can boot guests.
@@ -317,6 +336,24 @@ func (s *suite) checkCapture(t *testing.T, c *Capture, minRoCE int) string {
 	return out.String()
 }
 
+// captureTailLines is how much of a failed case's capture its log shows.
+const captureTailLines = 60
+
+// logCaptureTail logs the last n packets of c as `softroce decode` lists
+// them, and its total: what crossed the bridge just before a case failed,
+// in the log of a run whose captures are not kept (CI's).
+func (s *suite) logCaptureTail(t *testing.T, c *Capture, n int) {
+	if err := c.Stop(); err != nil {
+		t.Logf("capture %s: %v", c.Path, err)
+	}
+	out, err := exec.CommandContext(s.ctx, s.softroce, "decode", c.Path).CombinedOutput()
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("(%d lines before these)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	t.Logf("capture %s, its end (softroce decode, err %v):\n%s", filepath.Base(c.Path), err, strings.Join(lines, "\n"))
+}
+
 // decodeLineRE picks, from one `softroce decode` line, the source and
 // destination addresses, the opcode, the QPN and the PSN.
 var decodeLineRE = regexp.MustCompile(`(?m)^\d+ \S+ ([^ ]+?)(?::\d+)? -> (\S+) (\S+) qpn=(\S+) psn=(\d+) `)
@@ -378,7 +415,14 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 			s.logNetState(t)
 		}
 	})
-	c := s.capture(t, fmt.Sprintf("softroce_%s_%s_%s", link, role, hc.name))
+	// Named as the test is, a repeat's number (#01) included, so that
+	// the repeats of a case (SOFTROCE_INTEROP_REPEAT) keep a capture each.
+	c := s.capture(t, strings.ReplaceAll(path.Base(t.Name()), "#", "_"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.logCaptureTail(t, c, captureTailLines)
+		}
+	})
 	hostArgs := append([]string{}, hc.host...)
 	if hc.ipv6 {
 		hostArgs = withHostGID(hostArgs, softroceGID6(link))

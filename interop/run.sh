@@ -6,6 +6,7 @@
 #
 #   SOFTROCE_INTEROP_CACHE  image and .deb cache (default: ~/.cache/softroce-interop)
 #   SOFTROCE_INTEROP_OUT    keep the captures here (default: a temp dir, removed)
+#   SOFTROCE_INTEROP_REPEAT run each softroce case this many times (default 1)
 #   SOFTROCE_INTEROP_KVM    1 force KVM, 0 force TCG (default: KVM only with vmx/svm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
