@@ -120,7 +120,7 @@ func runReplaySend(cmd *cobra.Command, c *replay.Capture, rf *replayFlags) error
 		}
 		if i == 0 && tap != nil {
 			// Let the link resolve the peer's MAC before the rest: it
-			// holds only a few frames per unresolved peer.
+			// holds a bounded number of bytes per unresolved peer.
 			waitTAP(tap, 1)
 		}
 		if !rf.quiet {

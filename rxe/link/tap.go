@@ -27,11 +27,11 @@ import (
 // IPv4 address (and optionally an IPv6 one), which are not the kernel's: it
 // answers ARP requests and IPv6 neighbour solicitations for them, resolves
 // its peers' MACs with ARP and neighbour solicitation (retrying, caching,
-// queueing a few frames per unresolved destination), fills in the Ethernet
-// addresses of the frames it sends (devices emit zero MACs), and hands Recv
-// only RoCE v2 frames (UDP 4791) addressed to it. Everything else on the
-// wire (other hosts' traffic, the kernel's own IPv6 chatter, other
-// protocols) is ignored and counted.
+// queueing frames for an unresolved destination as Linux does), fills in
+// the Ethernet addresses of the frames it sends (devices emit zero MACs),
+// and hands Recv only RoCE v2 frames (UDP 4791) addressed to it.
+// Everything else on the wire (other hosts' traffic, the kernel's own IPv6
+// chatter, other protocols) is ignored and counted.
 //
 // A goroutine reads the TAP device (one read per frame: songgao/water has no
 // vnet header, hence no offloads; this link is for compatibility with real
@@ -60,12 +60,20 @@ type TAPOptions struct {
 	// resolved.
 	ResolveTimeout time.Duration
 	ResolveTries   int
-	// PendingPerPeer is the number of frames queued per unresolved peer
-	// (0: 8); more are dropped.
-	PendingPerPeer int
+	// PendingBytes bounds the frames queued for each unresolved peer, in
+	// bytes (0: 212,992, Linux's unres_qlen_bytes); more are dropped. It
+	// was 8 frames, until a program's first burst (16 QPs each owing an
+	// ACK, ibv_srq_pingpong) lost its last ACKs to it while the peer's MAC
+	// was being asked for; the peer's retries then met a program that had
+	// finished and gone, and never stopped.
+	PendingBytes int
 	// QueueLen is the receive ring size in frames (0: DefaultMemQueueLen).
 	QueueLen int
 }
+
+// DefaultPendingBytes is TAPOptions.PendingBytes's default: Linux's
+// net.ipv4.neigh.default.unres_qlen_bytes (SK_WMEM_MAX).
+const DefaultPendingBytes = 212992
 
 // TAP is a link over a TAP interface.
 type TAP struct {
@@ -98,6 +106,8 @@ type neighbor struct {
 	tries    int
 	next     time.Time
 	pending  [][]byte
+	// pendingBytes is the length of pending's frames together.
+	pendingBytes int
 }
 
 type tapCounters struct {
@@ -154,8 +164,8 @@ func (o TAPOptions) withDefaults() TAPOptions {
 	if o.ResolveTries <= 0 {
 		o.ResolveTries = 6
 	}
-	if o.PendingPerPeer <= 0 {
-		o.PendingPerPeer = 8
+	if o.PendingBytes <= 0 {
+		o.PendingBytes = DefaultPendingBytes
 	}
 	if o.QueueLen <= 0 {
 		o.QueueLen = DefaultMemQueueLen
@@ -267,12 +277,13 @@ func (t *TAP) send1(data []byte) error {
 		n = &neighbor{}
 		t.neigh[dst] = n
 	}
-	if len(n.pending) >= t.opts.PendingPerPeer {
+	if n.pendingBytes+len(data) > t.opts.PendingBytes {
 		t.mu.Unlock()
 		t.stats.txQueueDrop.Add(1)
 		return nil
 	}
 	n.pending = append(n.pending, append([]byte(nil), data...))
+	n.pendingBytes += len(data)
 	first := n.tries == 0
 	if first {
 		n.tries = 1

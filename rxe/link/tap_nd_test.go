@@ -89,24 +89,51 @@ func TestTAPAnswersARP(t *testing.T) {
 	assert.Equal(t, uint64(1), l.Stats().ARPReplies)
 }
 
+// TestTAPResolvesWithARPAndQueues: frames to an unresolved peer wait for
+// its ARP reply, as many as fit in PendingBytes (Linux's unres_qlen_bytes),
+// and go out in send order once it comes; beyond the bound they drop. The
+// burst is ibv_srq_pingpong's first: an ACK and a four-packet SEND on each
+// of 16 QPs (8 frames were kept until it lost 12 of the ACKs).
 func TestTAPResolvesWithARPAndQueues(t *testing.T) {
 	l, w := wireTAP(t)
 	var sent [][]byte
-	for i := 0; i < 10; i++ {
-		f := roceFrame(t, [6]byte{}, [6]byte{}, tapIP4, peerIP4, 10, uint32(i))
+	send := func(payload int) {
+		f := roceFrame(t, [6]byte{}, [6]byte{}, tapIP4, peerIP4, payload, uint32(len(sent)))
 		sent = append(sent, f)
 		_, err := l.Send([]Frame{{Data: f}})
 		require.NoError(t, err)
+	}
+	for range 16 {
+		send(0) // an ACK's size
+		for range 4 {
+			send(1024)
+		}
 	}
 	out := w.take()
 	require.Len(t, out, 1, "one ARP request")
 	assert.Equal(t, broadcastMAC, [6]byte(out[0][0:6]))
 	assert.Equal(t, uint16(etherTypeARP), binary.BigEndian.Uint16(out[0][12:]))
-	assert.Equal(t, uint64(2), l.Stats().TxQueueDrop, "8 frames wait, the rest drop")
+	assert.Zero(t, l.Stats().TxQueueDrop, "the burst waits whole")
+	queued := 0
+	for _, f := range sent {
+		queued += len(f)
+	}
+	for {
+		f := roceFrame(t, [6]byte{}, [6]byte{}, tapIP4, peerIP4, 1024, 0)
+		if queued+len(f) > DefaultPendingBytes {
+			break
+		}
+		send(1024)
+		queued += len(f)
+	}
+	send(1024)
+	send(1024)
+	assert.Equal(t, uint64(2), l.Stats().TxQueueDrop, "past PendingBytes, frames drop")
+	sent = sent[:len(sent)-2]
 
 	l.handleFrame(peerTAP().arp(2, l.MAC(), l.MAC(), tapIP4))
 	out = w.take()
-	require.Len(t, out, 8)
+	require.Equal(t, len(sent), len(out), "every frame that waited goes out")
 	for i, f := range out {
 		assert.Equal(t, peerMAC, [6]byte(f[0:6]))
 		assert.Equal(t, sent[i][12:], f[12:], "in send order")

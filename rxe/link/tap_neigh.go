@@ -13,8 +13,8 @@ import (
 
 // Neighbour resolution on the TAP link: ARP for IPv4 and IPv6 neighbour
 // discovery, both ways. The link answers requests for its own addresses,
-// asks for its peers' MACs, holds a few frames per unresolved peer meanwhile
-// and learns from what it hears.
+// asks for its peers' MACs, holds frames for an unresolved peer meanwhile
+// (up to Linux's unres_qlen_bytes) and learns from what it hears.
 
 // resolveLoop retries pending resolutions and gives up on them. It sleeps
 // until the next attempt is due, or until Send starts a resolution: an idle
@@ -79,7 +79,7 @@ func (t *TAP) learn(ip netip.Addr, mac [6]byte) {
 	}
 	n.mac, n.resolved, n.tries = mac, true, 0
 	pending := n.pending
-	n.pending = nil
+	n.pending, n.pendingBytes = nil, 0
 	// Take the write lock before letting Sends see the peer resolved, so
 	// that the frames that waited go out before any that did not.
 	t.wmu.Lock()
