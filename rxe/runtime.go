@@ -17,6 +17,8 @@ const (
 	txBatch = 64
 	// rxBufLen is the receive buffer per frame: a jumbo Ethernet frame.
 	rxBufLen = 9216 + 64
+	// closeBatches bounds the output Close still sends.
+	closeBatches = 4
 )
 
 // runtime drives a device with the real clock: see Start.
@@ -50,18 +52,7 @@ func (d *Device) Start() error {
 	if d.mu.off {
 		return fmt.Errorf("start %s: the device was made SingleThreaded, and its runtime has goroutines of its own: %w", d.name, ErrInvalid)
 	}
-	r := &runtime{
-		d:     d,
-		start: time.Now(),
-		txC:   make(chan struct{}, 1),
-		tmC:   make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		armed: qp.Never,
-	}
-	r.txFrames = make([]link.Frame, txBatch)
-	for i := range r.txFrames {
-		r.txFrames[i].Data = make([]byte, 0, maxFrameLen)
-	}
+	r := newRuntime(d)
 	if !d.rt.CompareAndSwap(nil, r) {
 		return fmt.Errorf("start %s: %w", d.name, ErrAlreadyStart)
 	}
@@ -78,8 +69,30 @@ func (d *Device) Start() error {
 	return nil
 }
 
+// newRuntime returns d's runtime, its goroutines not started.
+func newRuntime(d *Device) *runtime {
+	r := &runtime{
+		d:     d,
+		start: time.Now(),
+		txC:   make(chan struct{}, 1),
+		tmC:   make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		armed: qp.Never,
+	}
+	r.txFrames = make([]link.Frame, txBatch)
+	for i := range r.txFrames {
+		r.txFrames[i].Data = make([]byte, 0, maxFrameLen)
+	}
+	return r
+}
+
 // Close stops the runtime and closes the link (which is how a blocked
-// receive is woken). The device's objects stay usable as a core.
+// receive is woken). The device's objects stay usable as a core. What the
+// device still owes goes out first, a few batches at most: above all the
+// ACKs of QPs destroyed just before (DestroyQP), for messages their
+// programs saw complete, which an RNIC would have sent already; a device
+// closed at once when its last program exits (softroce run's own) would
+// leave their peers retrying.
 func (d *Device) Close() error {
 	r := d.rt.Load()
 	if r == nil || !d.rt.CompareAndSwap(r, nil) {
@@ -88,6 +101,13 @@ func (d *Device) Close() error {
 		}
 		return nil
 	}
+	r.txMu.Lock()
+	for range closeBatches {
+		if !r.sendBatch() {
+			break
+		}
+	}
+	r.txMu.Unlock()
 	close(r.done)
 	err := d.link.Close()
 	r.wg.Wait()
