@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -238,10 +239,11 @@ func (p perfSpec) hostCase() hostCase {
 }
 
 // readReqRE and readRespRE are `softroce decode` lines of a READ request
-// (source, PSN, VA, length) and of a READ response (PSN).
+// (time, source, PSN, VA, length) and of a READ response (time, opcode,
+// PSN), after the frame number.
 var (
-	readReqRE  = regexp.MustCompile(`(?m)^(\d+) \S+ (\S+):\d+ -> \S+ RC_RDMA_READ_REQUEST .*?\bpsn=(\d+) .*?\bva=0x([0-9a-f]+) .*?\bdlen=(\d+) `)
-	readRespRE = regexp.MustCompile(`(?m)^(\d+) \S+ \S+ -> \S+ RC_RDMA_READ_RESPONSE_(\w+) .*?\bpsn=(\d+) `)
+	readReqRE  = regexp.MustCompile(`(?m)^(\d+) (\S+) (\S+):\d+ -> \S+ RC_RDMA_READ_REQUEST .*?\bpsn=(\d+) .*?\bva=0x([0-9a-f]+) .*?\bdlen=(\d+) `)
+	readRespRE = regexp.MustCompile(`(?m)^(\d+) (\S+) \S+ -> \S+ RC_RDMA_READ_RESPONSE_(\w+) .*?\bpsn=(\d+) `)
 )
 
 // requireReadRepairsAnswered checks a READ capture for repairs
@@ -256,57 +258,106 @@ var (
 // The answer must be in the capture only if the capture is complete: the
 // requester cannot pass a hole without a response at its PSN, so one that
 // crossed the bridge and is not in the capture is tcpdump's loss (it says
-// so at exit), and is logged then, not failed.
+// so at exit), and is logged then, not failed. Nor is an answer needed for
+// a repair that crossed the answer to an earlier request (see readRepairs).
 func requireReadRepairsAnswered(t *testing.T, decoded string, complete bool) {
 	t.Helper()
+	rr, err := readRepairs(decoded)
+	require.NoError(t, err)
+	for _, c := range rr.crossed {
+		t.Logf("%s; its own answer is not needed", c)
+	}
+	for _, u := range rr.unanswered {
+		if !complete {
+			t.Logf("%s\n(not a failure: tcpdump lost packets)", u)
+			continue
+		}
+		require.Fail(t, u)
+	}
+	if rr.requester != "10.77.1.2" && rr.requester != "10.77.1.3" {
+		require.Positive(t, rr.repairs, "softroce sent no repair READ at 10%% loss")
+		require.Positive(t, rr.subsets, "kernel rxe answered no repair as a subset")
+	}
+	t.Logf("READ repairs in the capture: %d, %d answered with a subset's LAST or ONLY, %d crossed an earlier answer", rr.repairs, rr.subsets, len(rr.crossed))
+}
+
+// crossWindow is how soon before a repair READ an answer at its PSN may
+// have come and still have crossed it, in seconds.
+const crossWindow = 0.001
+
+// readRepairsFound is what readRepairs finds in a capture.
+type readRepairsFound struct {
+	requester           string // source address of the first READ request
+	repairs, subsets    int
+	unanswered, crossed []string // one line each, saying where
+}
+
+// readRepairs finds the repair READs of a `softroce decode` listing and
+// whether each was answered. A repair sent just after (within crossWindow)
+// a response at its PSN arrived, to an earlier request, crossed it: the
+// hole was filled as the repair went out (a race the requester cannot
+// see), so its own answer is not needed, and netem may drop it like any
+// other. (Seen once in CI: 1 us apart, the repair's answer never came.)
+func readRepairs(decoded string) (readRepairsFound, error) {
+	var f readRepairsFound
 	reqs := readReqRE.FindAllStringSubmatch(decoded, -1)
-	require.NotEmpty(t, reqs, "no READ request in the capture")
-	requester := reqs[0][2]
-	va0, err := strconv.ParseUint(reqs[0][4], 16, 64)
-	require.NoError(t, err)
-	size, err := strconv.ParseUint(reqs[0][5], 10, 64)
-	require.NoError(t, err)
+	if len(reqs) == 0 {
+		return f, errors.New("no READ request in the capture")
+	}
+	f.requester = reqs[0][3]
+	va0, err := strconv.ParseUint(reqs[0][5], 16, 64)
+	if err != nil {
+		return f, err
+	}
+	size, err := strconv.ParseUint(reqs[0][6], 10, 64)
+	if err != nil {
+		return f, err
+	}
 	type resp struct {
 		frame int
+		at    float64
 		op    string
 	}
 	answered := map[string][]resp{} // PSN -> responses
 	for _, m := range readRespRE.FindAllStringSubmatch(decoded, -1) {
 		n, _ := strconv.Atoi(m[1])
-		answered[m[3]] = append(answered[m[3]], resp{n, m[2]})
+		at, _ := strconv.ParseFloat(m[2], 64)
+		answered[m[4]] = append(answered[m[4]], resp{n, at, m[3]})
 	}
-	repairs, subsets := 0, 0
+	lastReq := map[string]int{} // PSN -> frame of the latest request at it so far
 	for _, m := range reqs {
-		va, _ := strconv.ParseUint(m[4], 16, 64)
-		n, _ := strconv.ParseUint(m[5], 10, 64)
+		frame, _ := strconv.Atoi(m[1])
+		at, _ := strconv.ParseFloat(m[2], 64)
+		psn := m[4]
+		prev := lastReq[psn]
+		lastReq[psn] = frame
+		va, _ := strconv.ParseUint(m[5], 16, 64)
+		n, _ := strconv.ParseUint(m[6], 10, 64)
 		if va < va0 || va+n >= va0+size {
 			continue // an original READ or a go-back-N to its end
 		}
-		repairs++
-		frame, _ := strconv.Atoi(m[1])
-		found, subset := false, false
-		for _, r := range answered[m[3]] {
+		f.repairs++
+		found, subset, crossed := false, false, 0
+		for _, r := range answered[psn] {
 			found = found || r.frame > frame
 			subset = subset || r.frame > frame && (r.op == "LAST" || r.op == "ONLY")
-		}
-		if !found {
-			msg := fmt.Sprintf("frame %s: repair READ at PSN %s (%d bytes at +%d) was never answered; the capture around it:\n%s",
-				m[1], m[3], n, va-va0, decodedAround(decoded, frame, 30))
-			if !complete {
-				t.Logf("%s\n(not a failure: tcpdump lost packets)", msg)
-				continue
+			if r.frame > prev && r.frame < frame && at-r.at < crossWindow {
+				crossed = r.frame
 			}
-			require.Fail(t, msg)
+		}
+		switch {
+		case found:
+		case crossed != 0:
+			f.crossed = append(f.crossed, fmt.Sprintf("frame %s: repair READ at PSN %s crossed the answer at frame %d to an earlier request", m[1], psn, crossed))
+		default:
+			f.unanswered = append(f.unanswered, fmt.Sprintf("frame %s: repair READ at PSN %s (%d bytes at +%d) was never answered; the capture around it:\n%s",
+				m[1], psn, n, va-va0, decodedAround(decoded, frame, 30)))
 		}
 		if subset {
-			subsets++
+			f.subsets++
 		}
 	}
-	if requester != "10.77.1.2" && requester != "10.77.1.3" {
-		require.Positive(t, repairs, "softroce sent no repair READ at 10%% loss")
-		require.Positive(t, subsets, "kernel rxe answered no repair as a subset")
-	}
-	t.Logf("READ repairs in the capture: %d, all answered, %d with a subset's LAST or ONLY", repairs, subsets)
+	return f, nil
 }
 
 // decodedAround returns the lines of a `softroce decode` listing for the
