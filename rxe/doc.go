@@ -24,8 +24,9 @@
 //     and sends one batch of what they caused (ACKs, or requests the ACKs
 //     let into the window); a transmit goroutine flushes the rest of Output
 //     whenever work was posted or more is pending; a timer goroutine sleeps
-//     until Deadline and calls Tick. The simulator instead drives the core itself with virtual time
-//     and carries the frames between devices.
+//     until Deadline and calls Tick; Close first sends the ACKs destroyed
+//     QPs still owe. The simulator instead drives the core itself with
+//     virtual time and carries the frames between devices.
 //
 // Wire choices follow rxe so that captures are byte-comparable: UDP source
 // port 0xC000|hash(QPN) at creation and rdma_get_udp_sport(flow label, local
