@@ -410,17 +410,13 @@ func (s *suite) testSoftroce(t *testing.T, link, role string, hc hostCase) {
 	if hc.jumbo {
 		vm, mtu = s.b, jumboMTU
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			s.logNetState(t)
-		}
-	})
 	// Named as the test is, a repeat's number (#01) included, so that
 	// the repeats of a case (SOFTROCE_INTEROP_REPEAT) keep a capture each.
 	c := s.capture(t, strings.ReplaceAll(path.Base(t.Name()), "#", "_"))
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.logCaptureTail(t, c, captureTailLines)
+			s.logNetState(t)
 		}
 	})
 	hostArgs := append([]string{}, hc.host...)

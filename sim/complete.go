@@ -14,11 +14,8 @@ func (hr *hostRT) poll(now netsim.Time) {
 		n := hr.cq.Poll(hr.wcs)
 		for i := 0; i < n; i++ {
 			wc := &hr.wcs[i]
-			var end *flowEnd
-			if int(wc.QPN) < len(hr.ends) {
-				end = &hr.ends[wc.QPN]
-			}
-			if end == nil || end.f == nil {
+			end := hr.endOf(wc.QPN)
+			if end == nil {
 				hr.run.violate(invCompletion, "", "completion for unknown QP %d on %s", wc.QPN, hr.info.Name)
 				continue
 			}

@@ -72,6 +72,14 @@ func (hr *hostRT) setEnd(qpn uint32, e flowEnd) {
 	hr.ends[qpn] = e
 }
 
+// endOf returns the flow end QP qpn is, or nil for a QP no flow has.
+func (hr *hostRT) endOf(qpn uint32) *flowEnd {
+	if int(qpn) < len(hr.ends) && hr.ends[qpn].f != nil {
+		return &hr.ends[qpn]
+	}
+	return nil
+}
+
 // opRec is one posted operation and what it must produce.
 type opRec struct {
 	kind     opKind
