@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRefModelFill: any range of a message's pattern, written alone, is
-// what the whole message holds there.
+// TestRefModelFill: any range of a message's pattern, written alone (made
+// byte by byte or copied from its first period), is what the whole message
+// holds there.
 func TestRefModelFill(t *testing.T) {
 	m := newRefModel(7, &modelScratch{}, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -24,6 +25,9 @@ func TestRefModelFill(t *testing.T) {
 		fillPattern(whole, 7, 42)
 		from := rng.IntN(size + 1)
 		n := rng.IntN(size - from + 1)
+		if rng.IntN(2) == 0 {
+			n = min(n, rng.IntN(directMax+1)) // made where it goes
+		}
 		got := make([]byte, n)
 		m.fill(got, noteWrite{size: size, seq: 42}, from)
 		require.Equal(t, whole[from:from+n], got, "message of %d bytes, from %d, %d bytes", size, from, n)
@@ -31,10 +35,11 @@ func TestRefModelFill(t *testing.T) {
 }
 
 // TestRefModelMatchesCopies: the model that notes WRITEs and writes their
-// patterns when read holds, at every read, what copying each WRITE's bytes
-// as it was posted gives, with atomics in between.
+// patterns when read holds, at every read (of part of it or all of it),
+// what copying each WRITE's bytes as it was posted gives, with atomics in
+// between, and matches holds a copy to it byte for byte.
 func TestRefModelMatchesCopies(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
+	for seed := uint64(1); seed <= 60; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		size := 1 + rng.IntN(20000)
 		eager := make([]byte, size)
@@ -46,9 +51,10 @@ func TestRefModelMatchesCopies(t *testing.T) {
 			garbage[i] = byte(rng.Uint32())
 		}
 		m := newRefModel(9, &modelScratch{}, garbage)
-		for seq := uint32(0); seq < 200; seq++ {
-			switch k := rng.IntN(10); {
-			case k < 7: // a WRITE, small or up to the whole region
+		ops := 50 + rng.IntN(300) // past maxPending notes in some seeds
+		for seq := uint32(0); seq < uint32(ops); seq++ {
+			switch k := rng.IntN(20); {
+			case k < 13: // a WRITE, small or up to the whole region
 				n := rng.IntN(size + 1)
 				if rng.IntN(2) == 0 {
 					n = rng.IntN(min(size, 300) + 1)
@@ -58,16 +64,32 @@ func TestRefModelMatchesCopies(t *testing.T) {
 				fillPattern(msg, 9, seq)
 				copy(eager[off:], msg)
 				m.write(off, n, seq)
-			case k < 8 && size >= 8: // an atomic
-				b := m.bytes()
+			case k < 16 && size >= 8: // an atomic
 				off := rng.IntN(size/8) * 8
-				v := binary.LittleEndian.Uint64(b[off:]) + rng.Uint64()
-				binary.LittleEndian.PutUint64(b[off:], v)
+				b := m.span(off, off+8)
+				require.Equal(t, eager[off:off+8], b, "seed %d, atomic at %d after message %d", seed, off, seq)
+				v := binary.LittleEndian.Uint64(b) + rng.Uint64()
+				binary.LittleEndian.PutUint64(b, v)
 				binary.LittleEndian.PutUint64(eager[off:], v)
-			default: // a READ's expectation
+			case k < 19: // a READ's expectation
+				n := rng.IntN(min(size, 3000) + 1)
+				off := rng.IntN(size - n + 1)
+				requireSameBytes(t, eager[off:off+n], m.span(off, off+n), "seed %d, READ of %d at %d after message %d", seed, n, off, seq)
+			default: // the final comparison, and all of it
+				require.True(t, m.matches(eager), "seed %d, after message %d", seed, seq)
 				requireSameBytes(t, eager, m.bytes(), "seed %d, after message %d", seed, seq)
 			}
 		}
+		require.True(t, m.matches(eager), "seed %d, at the end", seed)
+		// One byte off anywhere does not match: in a note's pattern,
+		// in the initial pattern or in bytes an atomic changed.
+		for range 20 {
+			i := rng.IntN(size)
+			eager[i] ^= 1 << rng.IntN(8)
+			require.False(t, m.matches(eager), "seed %d, byte %d changed", seed, i)
+			eager[i] = m.span(i, i+1)[0]
+		}
+		require.False(t, m.matches(eager[:size-1]), "seed %d, one byte short", seed)
 		requireSameBytes(t, eager, m.bytes(), "seed %d, at the end", seed)
 	}
 }

@@ -71,11 +71,11 @@ func (f *flow) post(now netsim.Time) error {
 		// From the run's arena, not the heap: a run of many READs made
 		// its garbage collector run for these alone.
 		op.expect = f.a.run.mem.overwritten(op.size)
-		copy(op.expect, f.model.bytes()[op.off:op.off+uint64(op.size)])
+		copy(op.expect, f.model.span(int(op.off), int(op.off)+op.size))
 	case opCAS, opFADD:
-		model := f.model.bytes()
-		op.off = uint64(f.rng.IntN(len(model)/8)) * 8
-		cur := binary.LittleEndian.Uint64(model[op.off:])
+		op.off = uint64(f.rng.IntN(f.model.len()/8)) * 8
+		model := f.model.span(int(op.off), int(op.off)+8)
+		cur := binary.LittleEndian.Uint64(model)
 		op.orig = cur
 		binary.LittleEndian.PutUint64(buf, 0xEEEEEEEEEEEEEEEE)
 		if op.kind == opCAS {
@@ -85,11 +85,11 @@ func (f *flow) post(now netsim.Time) error {
 			}
 			wr.Swap = f.rng.Uint64()
 			if cur == wr.CompareAdd {
-				binary.LittleEndian.PutUint64(model[op.off:], wr.Swap)
+				binary.LittleEndian.PutUint64(model, wr.Swap)
 			}
 		} else {
 			wr.CompareAdd = f.rng.Uint64() >> f.rng.IntN(64)
-			binary.LittleEndian.PutUint64(model[op.off:], cur+wr.CompareAdd)
+			binary.LittleEndian.PutUint64(model, cur+wr.CompareAdd)
 		}
 	}
 	if op.kind.modifies() && f.readOverlaps(op.off, op.size) {

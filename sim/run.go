@@ -427,7 +427,7 @@ func (run *runState) result(end netsim.Time) *Result {
 				break
 			}
 		}
-		if got := f.remote.Bytes(); !f.bulk && f.model != nil && string(got) != string(f.model.bytes()) {
+		if got := f.remote.Bytes(); !f.bulk && f.model != nil && !f.model.matches(got) {
 			model := f.model.bytes()
 			first := 0
 			for first < len(got) && got[first] == model[first] {
