@@ -322,6 +322,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 	if len(d.Copies) > 1 {
 		c.Duplicated++
 	}
+	kept := false
 	for k := range d.Copies {
 		cp := &d.Copies[k]
 		pd := pending{n: int32(n), sum: fc.sum, flags: fc.flags()}
@@ -333,8 +334,14 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 			pd.flags |= pendReordered
 		}
 		var buf []byte
-		pd.buf, buf = p.sh.getBuf(n)
-		copy(buf, frame)
+		if k == len(d.Copies)-1 && owned >= 0 && len(cp.FlipBits) == 0 {
+			// The last copy, unchanged, can be the frame itself: the
+			// others were copied from it already.
+			pd.buf, buf, kept = owned, frame, true
+		} else {
+			pd.buf, buf = p.sh.getBuf(n)
+			copy(buf, frame)
+		}
 		if mark && p.markCE(buf) {
 			pd.flags &^= pendSum | pendSeen
 		}
@@ -347,7 +354,7 @@ func (p *Pipe) launch(frame []byte, owned int32, fc carried, mark bool, end Time
 		}
 		p.deliverAt(arrive+Time(cp.Delay), pd)
 	}
-	return false
+	return kept
 }
 
 // deliverAt schedules the delivery of pd (whose buffer the pipe owns) at
