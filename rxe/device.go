@@ -217,7 +217,7 @@ func New(cfg Config) (*Device, error) {
 		mrs:          make([]mrSlot, 1, 64), // index 0 is never used
 		mrNext:       1,
 		qpNext:       firstQPN,
-		loopBuf:      make([]byte, 0, maxFrameLen),
+		loopBuf:      make([]byte, 0, MaxFrameLen),
 	}
 	d.mu.off = cfg.SingleThreaded
 	d.cc = DefaultCongestion()

@@ -46,7 +46,7 @@ type net struct {
 func newNet(devs ...*Device) *net {
 	n := &net{devs: devs, frames: make([]link.Frame, 32)}
 	for i := range n.frames {
-		n.frames[i].Data = make([]byte, 0, maxFrameLen)
+		n.frames[i].Data = make([]byte, 0, MaxFrameLen)
 	}
 	return n
 }

@@ -81,7 +81,7 @@ func newRuntime(d *Device) *runtime {
 	}
 	r.txFrames = make([]link.Frame, txBatch)
 	for i := range r.txFrames {
-		r.txFrames[i].Data = make([]byte, 0, maxFrameLen)
+		r.txFrames[i].Data = make([]byte, 0, MaxFrameLen)
 	}
 	return r
 }

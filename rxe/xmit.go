@@ -14,18 +14,19 @@ const (
 	// loopBudget bounds the looped-back packets one Output call handles, so
 	// that two busy local QPs do not hold the device lock indefinitely.
 	loopBudget = 256
-	// maxFrameLen is the largest frame the device builds: Ethernet, IPv6,
-	// UDP, BTH plus the largest extension headers, a 4096-byte payload, pad
-	// and ICRC, rounded up.
-	maxFrameLen = 4352
 )
+
+// MaxFrameLen is the largest frame a device builds: Ethernet, IPv6, UDP,
+// BTH plus the largest extension headers, a 4096-byte payload, pad and
+// ICRC, rounded up. A frame of Output's with this capacity never grows.
+const MaxFrameLen = 4352
 
 // Output fills frames with packets the QPs want sent, at time now, and
 // returns how many it filled and whether more output remains (call again).
 // It takes QPs round-robin, at most qpBurst packets each per turn. Each
 // frame's Data is reused as the buffer (appended to from length 0), so
 // callers keep the frames between calls and Output does not allocate once
-// the buffers have grown to maxFrameLen. Packets to one of the device's own
+// the buffers have grown to MaxFrameLen. Packets to one of the device's own
 // GIDs are delivered internally and do not use a frame.
 func (d *Device) Output(now qp.Time, frames []link.Frame) (n int, more bool) {
 	d.mu.Lock()

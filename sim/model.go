@@ -61,7 +61,9 @@ const initialSeq = 0xFFFFFFFF
 // 8 MiB per flow in incast-dcqcn-pfc, most of it overwritten before any
 // read).
 func newRefModel(id uint32, s *modelScratch, b []byte) *refModel {
-	m := &refModel{b: b, id: id, s: s}
+	// Room for a few notes at once: the notes of a short flow grew one
+	// allocation at a time.
+	m := &refModel{b: b, id: id, s: s, pending: make([]noteWrite, 0, 8)}
 	m.write(0, len(b), initialSeq)
 	return m
 }

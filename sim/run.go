@@ -185,7 +185,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 	}
 	run := &runState{tallies: map[string]*tally{}, naks: map[string]uint64{}}
 	defer run.mem.release()
-	w, err := build(sc, seed, func(h hostInfo, s uint64) (Device, error) { return newRxeDevice(h, s, sc.FastRecovery) },
+	w, err := build(sc, seed, func(h hostInfo, s uint64) (Device, error) { return newRxeDevice(h, s, sc.FastRecovery, &run.mem) },
 		func(l *netsim.Loop) *recorder { return newRecorder(l, opt.Log, pw) })
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
