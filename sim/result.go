@@ -194,24 +194,74 @@ func formatCounts(m map[string]uint64) string {
 	return "{" + strings.Join(parts, " ") + "}"
 }
 
-// percentiles fills a Latency from samples (sorted in place).
+// percentiles fills a Latency from samples, which it reorders. It selects
+// each percentile's sample rather than sorting them all: a run of a
+// thousand QPs has tens of thousands of samples, and sorting them was a
+// percent of its time.
 func percentiles(s []int64) Latency {
 	if len(s) == 0 {
 		return Latency{}
 	}
-	slices.Sort(s) // pdqsort on int64s, several times sort.Slice's speed
-	at := func(p float64) int64 {
-		i := int(p*float64(len(s)-1) + 0.5)
-		return s[i]
-	}
+	at := func(p float64) int { return int(p*float64(len(s)-1) + 0.5) }
+	l := Latency{Count: len(s), Min: s[0], Max: s[0]}
 	var sum int64
 	for _, v := range s {
 		sum += v
+		l.Min, l.Max = min(l.Min, v), max(l.Max, v)
 	}
-	return Latency{
-		Count: len(s), Min: s[0], P50: at(0.5), P90: at(0.9), P99: at(0.99), P999: at(0.999),
-		Max: s[len(s)-1], Mean: sum / int64(len(s)),
+	l.Mean = sum / int64(len(s))
+	// Each selection leaves what is above its sample to its right, where
+	// the next, higher one is.
+	lo := 0
+	for _, x := range []struct {
+		p   float64
+		out *int64
+	}{{0.5, &l.P50}, {0.9, &l.P90}, {0.99, &l.P99}, {0.999, &l.P999}} {
+		i := at(x.p)
+		selectNth(s[lo:], i-lo)
+		*x.out = s[i]
+		lo = i
 	}
+	return l
+}
+
+// selectNth reorders s so that s[k] is the value sorting would put there,
+// with nothing greater before it and nothing smaller after it
+// (quickselect: median-of-three pivots, Hoare partitioning, which splits
+// runs of equal values evenly).
+func selectNth(s []int64, k int) {
+	for len(s) > 16 {
+		m := len(s) / 2
+		// The median of the first, middle and last as the pivot.
+		if s[m] < s[0] {
+			s[m], s[0] = s[0], s[m]
+		}
+		if s[len(s)-1] < s[m] {
+			s[len(s)-1], s[m] = s[m], s[len(s)-1]
+			if s[m] < s[0] {
+				s[m], s[0] = s[0], s[m]
+			}
+		}
+		pivot := s[m]
+		i, j := -1, len(s)
+		for {
+			for i++; s[i] < pivot; i++ {
+			}
+			for j--; s[j] > pivot; j-- {
+			}
+			if i >= j {
+				break
+			}
+			s[i], s[j] = s[j], s[i]
+		}
+		// s[:j+1] <= pivot <= s[j+1:].
+		if k <= j {
+			s = s[:j+1]
+		} else {
+			s, k = s[j+1:], k-(j+1)
+		}
+	}
+	slices.Sort(s)
 }
 
 // congestionLine summarizes ECN, DCQCN and PFC activity, or is empty when

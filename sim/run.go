@@ -346,9 +346,14 @@ func (run *runState) setup() error {
 		}
 	}
 	run.active = len(run.flows)
+	ops := 0
 	for _, f := range run.flows {
 		run.cmFlows = run.cmFlows || f.wl.Connect == "cm"
+		ops += len(f.ops)
 	}
+	// One latency per successful operation: room for them all at once, not
+	// grown by doubling through the run (twice their size in garbage).
+	run.stats.lat = make([]int64, 0, ops)
 	for _, f := range run.flows {
 		f.start(run)
 	}
