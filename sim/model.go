@@ -6,13 +6,14 @@ import "encoding/binary"
 // remote region must hold after the flow's WRITEs and atomics, in the order
 // they were posted. A WRITE's bytes are a message pattern (fillPattern), so
 // the model need not copy them as they are posted: it notes each WRITE and
-// writes the patterns only when its bytes are read, and only the bytes read
-// (a READ's or an atomic's expectation), newest first and only where no
-// newer WRITE lands, so that a long run of large WRITEs to a small region
-// costs the model about one region's worth of bytes instead of a copy per
-// message. The final comparison compares the region with the patterns
-// themselves: a run of a thousand QPs no longer writes a model's worth of
-// bytes per flow to read them once.
+// writes the patterns only where an atomic reads and changes bytes, and
+// only those bytes, newest first and only where no newer WRITE lands, so
+// that a long run of large WRITEs to a small region costs the model about
+// one region's worth of bytes instead of a copy per message. A READ's
+// expectation is made from the notes without writing them, and the final
+// comparison compares the region with the patterns themselves: a run of a
+// thousand QPs no longer writes a model's worth of bytes per flow to read
+// them once.
 type refModel struct {
 	b       []byte
 	id      uint32      // the flow, for the patterns
@@ -94,9 +95,9 @@ func (m *refModel) bytes() []byte {
 }
 
 // span returns the model's bytes [lo, hi) with every WRITE noted so far in
-// them, writing only those bytes (a READ of 1 KiB of a region of 8 KiB
-// wrote all 8 when it was first read). The caller may change them (an
-// atomic), until the next write.
+// them, writing only those bytes (an atomic's eight where the first read
+// wrote the whole region). The caller may change them (the atomic), until
+// the next write.
 func (m *refModel) span(lo, hi int) []byte {
 	switch {
 	case len(m.pending) == 0:
@@ -109,6 +110,26 @@ func (m *refModel) span(lo, hi int) []byte {
 		m.pending = append(m.pending, noteWrite{off: lo, size: hi - lo, inPlace: true})
 	}
 	return m.b[lo:hi]
+}
+
+// read copies the model's bytes [lo, lo+len(dst)) to dst (a READ's
+// expectation) without writing them into the model: made from the notes
+// where they land, from the model's bytes elsewhere.
+func (m *refModel) read(dst []byte, lo int) {
+	if len(m.pending) >= maxPending {
+		m.bytes()
+	}
+	if len(m.pending) == 0 || len(dst) == 0 {
+		copy(dst, m.b[lo:])
+		return
+	}
+	m.walk(lo, lo+len(dst), func(p, q int, w noteWrite) {
+		if w.inPlace {
+			copy(dst[p-lo:q-lo], m.b[p:q])
+		} else {
+			m.fill(dst[p-lo:q-lo], w, p-w.off)
+		}
+	})
 }
 
 // matches reports whether got holds the model's bytes. It compares got

@@ -35,9 +35,10 @@ func TestRefModelFill(t *testing.T) {
 }
 
 // TestRefModelMatchesCopies: the model that notes WRITEs and writes their
-// patterns when read holds, at every read (of part of it or all of it),
-// what copying each WRITE's bytes as it was posted gives, with atomics in
-// between, and matches holds a copy to it byte for byte.
+// patterns when read holds, at every read (of part of it, made apart or
+// written into it, or of all of it), what copying each WRITE's bytes as it
+// was posted gives, with atomics in between, and matches holds a copy to
+// it byte for byte.
 func TestRefModelMatchesCopies(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
@@ -74,7 +75,13 @@ func TestRefModelMatchesCopies(t *testing.T) {
 			case k < 19: // a READ's expectation
 				n := rng.IntN(min(size, 3000) + 1)
 				off := rng.IntN(size - n + 1)
-				requireSameBytes(t, eager[off:off+n], m.span(off, off+n), "seed %d, READ of %d at %d after message %d", seed, n, off, seq)
+				got := make([]byte, n)
+				if rng.IntN(2) == 0 {
+					m.read(got, off) // a READ's expectation, made apart
+				} else {
+					copy(got, m.span(off, off+n)) // written into the model
+				}
+				requireSameBytes(t, eager[off:off+n], got, "seed %d, READ of %d at %d after message %d", seed, n, off, seq)
 			default: // the final comparison, and all of it
 				require.True(t, m.matches(eager), "seed %d, after message %d", seed, seq)
 				requireSameBytes(t, eager, m.bytes(), "seed %d, after message %d", seed, seq)

@@ -71,7 +71,7 @@ func (f *flow) post(now netsim.Time) error {
 		// From the run's arena, not the heap: a run of many READs made
 		// its garbage collector run for these alone.
 		op.expect = f.a.run.mem.overwritten(op.size)
-		copy(op.expect, f.model.span(int(op.off), int(op.off)+op.size))
+		f.model.read(op.expect, int(op.off))
 	case opCAS, opFADD:
 		op.off = uint64(f.rng.IntN(f.model.len()/8)) * 8
 		model := f.model.span(int(op.off), int(op.off)+8)
