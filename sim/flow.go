@@ -410,7 +410,7 @@ func fillPattern(b []byte, id, seq uint32) {
 		j = 8 + 8*len(m)
 	}
 	for ; j < end; j++ {
-		b[j] = byte(x>>(8*(j&7))) ^ byte(j>>3)
+		b[j] = patternByte(x, j)
 	}
 	// The rest repeats b[8:end], one period: copied a period at a time from
 	// there, which stays in the L1 cache (copying ever longer stretches of
@@ -439,6 +439,10 @@ var patternMasks = func() (m [patternPeriod / 8]uint64) {
 	return m
 }()
 
+// patternByte is byte j of a message whose mixed word is x (past the
+// header, or of a message too short for one).
+func patternByte(x uint64, j int) byte { return byte(x>>(8*(j&7))) ^ byte(j>>3) }
+
 // patternMask is the low byte of j/8 in every byte of a word.
 func patternMask(j int) uint64 { return uint64(byte(j>>3)) * 0x0101010101010101 }
 
@@ -461,9 +465,32 @@ func checkPattern(b []byte, id, seq uint32) bool {
 		}
 	}
 	for ; j < end; j++ {
-		if b[j] != byte(x>>(8*(j&7)))^byte(j>>3) {
+		if b[j] != patternByte(x, j) {
 			return false
 		}
 	}
 	return end == len(b) || bytes.Equal(b[end:], b[8:len(b)-patternPeriod])
+}
+
+// patternRange writes bytes [from, from+len(dst)) of message seq of flow
+// id, size bytes long, as fillPattern writes them, to dst.
+func patternRange(dst []byte, id, seq uint32, size, from int) {
+	j, i := from, 0
+	if size >= 8 && j < 8 {
+		var h [8]byte
+		binary.BigEndian.PutUint32(h[:], id)
+		binary.BigEndian.PutUint32(h[4:], seq)
+		n := copy(dst, h[j:])
+		i, j = n, j+n
+	}
+	x := patternWord(id, seq)
+	for ; i < len(dst) && j&7 != 0; i, j = i+1, j+1 {
+		dst[i] = patternByte(x, j)
+	}
+	for ; i+8 <= len(dst); i, j = i+8, j+8 {
+		binary.LittleEndian.PutUint64(dst[i:], x^patternMask(j))
+	}
+	for ; i < len(dst); i, j = i+1, j+1 {
+		dst[i] = patternByte(x, j)
+	}
 }

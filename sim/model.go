@@ -1,7 +1,5 @@
 package sim
 
-import "encoding/binary"
-
 // refModel is the reference model of a flow's responder memory: what the
 // remote region must hold after the flow's WRITEs and atomics, in the order
 // they were posted. A WRITE's bytes are a message pattern (fillPattern), so
@@ -29,10 +27,9 @@ type modelScratch struct {
 	period  []byte // a message's header and first pattern period (made when first needed)
 	direct  [directMax]byte
 
-	// The message whose bytes period holds: a walk meets one note in
-	// several pieces, and a READ of a region never written is the same
-	// note each time.
-	periodOK            bool
+	// The message whose bytes period holds (none while periodLen is 0: a
+	// note is never empty): a walk meets one note in several pieces, and
+	// READs of a region never written meet the same note each time.
 	periodID, periodSeq uint32
 	periodLen           int
 }
@@ -270,9 +267,9 @@ func (m *refModel) period(w noteWrite) []byte {
 		s.period = make([]byte, 8+patternPeriod)
 	}
 	n := min(w.size, len(s.period))
-	if !s.periodOK || s.periodID != m.id || s.periodSeq != w.seq || s.periodLen != n {
+	if s.periodLen != n || s.periodID != m.id || s.periodSeq != w.seq {
 		fillPattern(s.period[:n], m.id, w.seq)
-		s.periodOK, s.periodID, s.periodSeq, s.periodLen = true, m.id, w.seq, n
+		s.periodID, s.periodSeq, s.periodLen = m.id, w.seq, n
 	}
 	return s.period[:n]
 }
@@ -296,27 +293,4 @@ func addSpan(cov []span, s span) []span {
 	}
 	cov[i] = s
 	return append(cov[:i+1], cov[j:]...)
-}
-
-// patternRange writes bytes [from, from+len(dst)) of message seq of flow
-// id, size bytes long, as fillPattern writes them, to dst.
-func patternRange(dst []byte, id, seq uint32, size, from int) {
-	j, i := from, 0
-	if size >= 8 && j < 8 {
-		var h [8]byte
-		binary.BigEndian.PutUint32(h[:], id)
-		binary.BigEndian.PutUint32(h[4:], seq)
-		n := copy(dst, h[j:])
-		i, j = n, j+n
-	}
-	x := patternWord(id, seq)
-	for ; i < len(dst) && j&7 != 0; i, j = i+1, j+1 {
-		dst[i] = byte(x>>(8*(j&7))) ^ byte(j>>3)
-	}
-	for ; i+8 <= len(dst); i, j = i+8, j+8 {
-		binary.LittleEndian.PutUint64(dst[i:], x^patternMask(j))
-	}
-	for ; i < len(dst); i, j = i+1, j+1 {
-		dst[i] = byte(x>>(8*(j&7))) ^ byte(j>>3)
-	}
 }
