@@ -233,7 +233,14 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 			return nil, fmt.Errorf("flow %s: %w", f.name, err)
 		}
 	} else {
-		if f.local, err = a.reg(f.slot*w.Window, qp.AccessLocalWrite); err != nil {
+		// The source buffer need not start cleared: post writes each
+		// message's bytes, a READ's poison or an atomic's marker before
+		// the WR is posted, and the WR reaches no further. The receive
+		// buffer does: its bytes are checked, and a responder that
+		// placed nothing must not pass on what an identical earlier run
+		// left there. (Bulk regions are cleared: their bytes are sent
+		// as they are.)
+		if f.local, err = a.regBytes(run.mem.overwritten(f.slot*w.Window), qp.AccessLocalWrite); err != nil {
 			return nil, fmt.Errorf("flow %s: %w", f.name, err)
 		}
 		if f.recv, err = b.reg(f.rslot*f.rdepth, qp.AccessLocalWrite); err != nil {
