@@ -43,6 +43,9 @@ type Config struct {
 	// QP retransmits and NAKs exactly when kernel rxe's would (replay needs
 	// that to match a capture).
 	FastRecovery bool
+	// Spares, when set, are QPs done with whose memory New builds this
+	// one in, if there is one.
+	Spares *Spares
 }
 
 // Outgoing is a packet a QP wants sent. Pkt.Payload aliases registered memory
@@ -122,14 +125,24 @@ func New(cfg Config) (*QP, error) {
 	if cfg.MaxRecvSGE < 1 {
 		cfg.MaxRecvSGE = 1
 	}
-	q := &QP{cfg: cfg, counters: cfg.Counters}
+	var q *QP
+	var old storage
+	if cfg.Spares != nil {
+		q = cfg.Spares.take()
+	}
+	if q != nil {
+		old = q.storage()
+		*q = QP{cfg: cfg, counters: cfg.Counters}
+	} else {
+		q = &QP{cfg: cfg, counters: cfg.Counters}
+	}
 	if q.counters == nil {
 		q.counters = new(Counters)
 	}
 	q.attr.State = Reset
 	q.attr.PathMTU = 256
-	q.initSend()
-	q.initRecv()
+	q.initSend(&old)
+	q.initRecv(&old)
 	return q, nil
 }
 

@@ -33,21 +33,28 @@ func (w *recvWQE) copyFrom(o *recvWQE) {
 // and consuming never allocate.
 type wqeRing struct {
 	wqes   []recvWQE
-	head   int // oldest posted WQE
-	n      int // posted WQEs
+	sges   []SGE // the block the WQEs' SGLs are cut from (storage)
+	head   int   // oldest posted WQE
+	n      int   // posted WQEs
 	maxSGE int
 }
 
-func (r *wqeRing) init(maxWR, maxSGE int) {
+// init makes the ring's WQEs and SGEs: old's, cleared, where old's are
+// large enough (a QP built from a spare); old may be nil.
+func (r *wqeRing) init(maxWR, maxSGE int, old *storage) {
 	if maxWR < 1 {
 		maxWR = 1
 	}
 	if maxSGE < 1 {
 		maxSGE = 1
 	}
+	if old == nil {
+		old = &storage{}
+	}
 	r.maxSGE = maxSGE
-	r.wqes = make([]recvWQE, maxWR)
-	sges := make([]SGE, maxWR*maxSGE)
+	r.wqes = reuse(&old.rwqes, maxWR)
+	sges := reuse(&old.rsges, maxWR*maxSGE)
+	r.sges = sges
 	for i := range r.wqes {
 		r.wqes[i].sgl = sges[i*maxSGE : i*maxSGE : (i+1)*maxSGE]
 	}
@@ -119,9 +126,9 @@ func (q *QP) RefillRecv() {
 
 // initRecv allocates the receive queue (unless the QP uses an SRQ) and the
 // responder's resources, so that receiving never allocates.
-func (q *QP) initRecv() {
+func (q *QP) initRecv(old *storage) {
 	if q.cfg.SRQ == nil {
-		q.rq.ring.init(q.cfg.MaxRecvWR, q.cfg.MaxRecvSGE)
+		q.rq.ring.init(q.cfg.MaxRecvWR, q.cfg.MaxRecvSGE, old)
 	} else {
 		// The responder copies the SRQ WQE it takes into a slot of its
 		// own, as rxe's resp.srq_wqe: the SRQ slot may be reposted while

@@ -88,6 +88,10 @@ func (w *sendWQE) carriesPayload() bool {
 type sendQueue struct {
 	ring       []sendWQE
 	cons, prod uint64
+	// sgl and inline are the blocks the WQEs' SGL and inline storage are
+	// cut from (storage).
+	sgl    []SGE
+	inline []byte
 }
 
 func (s *sendQueue) at(i uint64) *sendWQE { return &s.ring[i%uint64(len(s.ring))] }
@@ -96,23 +100,25 @@ func (s *sendQueue) len() int             { return int(s.prod - s.cons) }
 // initSend allocates the send queue, so that posting does not allocate. The
 // WQEs' SGL and inline storage come from one block each, not one slice per
 // WQE: a simulation creates thousands of QPs with deep queues. The
-// requester's gather buffer is left to gatherBuf.
-func (q *QP) initSend() {
+// requester's gather buffer is left to gatherBuf. They are old's, cleared,
+// where old's are large enough (a QP built from a spare).
+func (q *QP) initSend(old *storage) {
 	n := q.cfg.MaxSendWR
 	if n < 1 {
 		n = 1
 	}
-	q.sq.ring = make([]sendWQE, n)
+	q.sq.ring = reuse(&old.ring, n)
 	sge := q.cfg.MaxSendSGE
 	var sgl []SGE
 	if sge > 0 {
-		sgl = make([]SGE, n*sge)
+		sgl = reuse(&old.sgl, n*sge)
 	}
 	inl := q.cfg.MaxInline
 	var inline []byte
 	if inl > 0 {
-		inline = make([]byte, n*inl)
+		inline = reuse(&old.inline, n*inl)
 	}
+	q.sq.sgl, q.sq.inline = sgl, inline
 	for i := range q.sq.ring {
 		w := &q.sq.ring[i]
 		if sge > 0 {

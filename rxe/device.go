@@ -66,6 +66,9 @@ type Config struct {
 	// Start refuses such a device, as its runtime has goroutines of its
 	// own.
 	SingleThreaded bool
+	// QPSpares, when set, are QPs of discarded devices (Discard) that
+	// CreateQP builds new QPs in instead of allocating (qp.Spares).
+	QPSpares *qp.Spares
 }
 
 // DefaultRNRRetryRate is RNR retries per second a device running on the
@@ -95,6 +98,7 @@ type Device struct {
 	mtu          int
 	fixedSport   uint16
 	fastRecovery bool         // Config.FastRecovery
+	qpSpares     *qp.Spares   // Config.QPSpares
 	gids         []netip.Addr // 16-byte form, table order
 	gidIPs       []netip.Addr // the same, unmapped: what IP headers carry
 	attr         DeviceAttr
@@ -211,6 +215,7 @@ func New(cfg Config) (*Device, error) {
 		mtu:          cfg.MTU,
 		fixedSport:   cfg.FixedSrcPort,
 		fastRecovery: cfg.FastRecovery,
+		qpSpares:     cfg.QPSpares,
 		rnrInterval:  rnrInterval(cfg.RNRRetryRate),
 		rnrRateSet:   cfg.RNRRetryRate != 0,
 		keys:         rand.NewChaCha8(key),

@@ -99,7 +99,7 @@ func (d *Device) CreateQP(pd *PD, init QPInit) (*QP, error) {
 		MaxSendWR: init.Cap.MaxSendWR, MaxRecvWR: init.Cap.MaxRecvWR,
 		MaxSendSGE: init.Cap.MaxSendSGE, MaxRecvSGE: init.Cap.MaxRecvSGE, MaxInline: init.Cap.MaxInline,
 		SigAll: init.SigAll, Memory: &x.mem, MaxMTU: d.port.MaxMTU, SrcPort: x.sport,
-		Counters: &d.qpCnt, Congestion: &d.cc.Engine, FastRecovery: d.fastRecovery,
+		Counters: &d.qpCnt, Congestion: &d.cc.Engine, FastRecovery: d.fastRecovery, Spares: d.qpSpares,
 		Events: func(e qp.Event) { d.raise(AsyncEvent{Type: e.Type, QP: x}) },
 	})
 	if err != nil {
@@ -322,6 +322,26 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 	}
 	// A receive can unblock nothing on the send side: no output to schedule.
 	return x.q.PostRecv(wr)
+}
+
+// Discard hands the engines of the device's QPs to Config.QPSpares, for
+// another device's QPs to be built in: the end of a simulated run, whose
+// devices are dropped whole. Nothing may use the device, or anything it
+// made, afterwards; its QPs no longer have an engine, so a call that
+// reaches one fails loudly rather than touching a later run's QP.
+// Destroyed QPs are left alone (acknowledgements may still have been on
+// their way out). Without QPSpares it does nothing.
+func (d *Device) Discard() {
+	if d.qpSpares == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, x := range d.qpList {
+		d.qpSpares.Put(x.q)
+		x.q = nil
+	}
+	d.qpList = nil
 }
 
 // DestroyQP destroys a queue pair. Outstanding work is dropped without

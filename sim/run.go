@@ -191,6 +191,7 @@ func RunWith(sc *Scenario, seed uint64, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	defer w.net.Release()
+	defer w.discardDevices()
 	run.w = w
 	if err := run.setup(); err != nil {
 		w.rec.close()
