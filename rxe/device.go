@@ -148,7 +148,7 @@ type Device struct {
 	txOut   qp.Outgoing
 	txAddr  packet.Addressing
 	txEth   packet.Ethernet
-	loopBuf []byte
+	loopBuf []byte // made at the first loopback: most devices never use it
 	ipid    uint16
 
 	gsi gsi // QP 1 and the connection manager
@@ -222,7 +222,6 @@ func New(cfg Config) (*Device, error) {
 		mrs:          make([]mrSlot, 1, 64), // index 0 is never used
 		mrNext:       1,
 		qpNext:       firstQPN,
-		loopBuf:      make([]byte, 0, MaxFrameLen),
 	}
 	d.mu.off = cfg.SingleThreaded
 	d.cc = DefaultCongestion()

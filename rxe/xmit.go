@@ -168,6 +168,9 @@ func (d *Device) emit(now qp.Time, sport uint16, f *link.Frame) emitResult {
 		a.IPID = d.ipid
 	}
 	if d.ownIP(a.Dst) {
+		if d.loopBuf == nil {
+			d.loopBuf = make([]byte, 0, MaxFrameLen)
+		}
 		d.loopBuf = packet.AppendFrame(d.loopBuf[:0], &d.txEth, a, &out.Pkt)
 		d.cnt.LoopbackPackets++
 		d.handleLocked(now, d.loopBuf, icrcCheck)
