@@ -203,11 +203,12 @@ func TestAddressingMixedFamilies(t *testing.T) {
 // TestICRCAllLengths checks ComputeICRC against hash/crc32 over a plain
 // masked copy, over IPv4 (40-byte masked prefix: five 8-byte strides) and
 // IPv6 (60 bytes: seven strides and a 4-byte tail), for transports of every
-// length up to 80 bytes past the BTH.
+// length up to 200 bytes past the BTH (payloads short of hash/crc32's
+// carry-less folding, and whole blocks with every remainder).
 func TestICRCAllLengths(t *testing.T) {
 	for _, a := range []packet.Addressing{testAddr4, testAddr6} {
 		ipudp := a.AppendIPUDP(nil, 0)
-		for n := packet.BTHLen; n < packet.BTHLen+80; n++ {
+		for n := packet.BTHLen; n < packet.BTHLen+200; n++ {
 			tr := make([]byte, n)
 			for i := range tr {
 				tr[i] = byte(i*31 + n)
@@ -224,6 +225,24 @@ func TestICRCAllLengths(t *testing.T) {
 			mt[4] = 0xFF
 			msg := append(append(append([]byte(nil), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF), m...), mt...)
 			require.Equal(t, crc32.ChecksumIEEE(msg), packet.ComputeICRC(ipudp, tr), "v4=%v len %d", a.IsIPv4(), n)
+		}
+	}
+}
+
+// UpdateCRC32 is crc32.Update with the IEEE table, from any state, for
+// every length around the 16-byte blocks and the 64 bytes where hash/crc32
+// starts folding, at every alignment of a block.
+func TestUpdateCRC32(t *testing.T) {
+	buf := make([]byte, 320)
+	for i := range buf {
+		buf[i] = byte(i*131 + i>>3)
+	}
+	for _, crc := range []uint32{0, 0xdebb20e3, 0xffffffff} {
+		for off := range 16 {
+			for n := 0; off+n <= len(buf); n++ {
+				p := buf[off : off+n]
+				require.Equal(t, crc32.Update(crc, crc32.IEEETable, p), packet.UpdateCRC32(crc, p), "crc %#x, %d bytes at +%d", crc, n, off)
+			}
 		}
 	}
 }

@@ -2,8 +2,9 @@ package netsim
 
 import (
 	"fmt"
-	"hash/crc32"
 	"net/netip"
+
+	"github.com/softroce/softroce/packet"
 )
 
 // NodeID names a node of a Network: its position in the order of AddNode.
@@ -69,9 +70,9 @@ const sumHead = 64
 
 func frameSum(f []byte) uint32 {
 	if len(f) <= sumHead+4 {
-		return crc32.ChecksumIEEE(f)
+		return packet.UpdateCRC32(0, f)
 	}
-	return crc32.Update(crc32.ChecksumIEEE(f[:sumHead]), crc32.IEEETable, f[len(f)-4:])
+	return packet.UpdateCRC32(packet.UpdateCRC32(0, f[:sumHead]), f[len(f)-4:])
 }
 
 // port is one end of a link at a node.
