@@ -32,5 +32,9 @@
 // (dcqcn.go, behind the RateControl interface) and the pacer that holds its
 // requester to that rate (pace.go).
 //
+// A QP allocates its queues when it is made, never per packet; a program
+// that drops QPs whole and makes more (the simulator, run after run) can
+// have New build them in the dropped ones instead (spares.go).
+//
 // A QP is not safe for concurrent use; its owner serializes calls.
 package qp
