@@ -40,16 +40,13 @@ type wqeRing struct {
 }
 
 // init makes the ring's WQEs and SGEs: old's, cleared, where old's are
-// large enough (a QP built from a spare); old may be nil.
+// large enough (a QP built from a spare).
 func (r *wqeRing) init(maxWR, maxSGE int, old *storage) {
 	if maxWR < 1 {
 		maxWR = 1
 	}
 	if maxSGE < 1 {
 		maxSGE = 1
-	}
-	if old == nil {
-		old = &storage{}
 	}
 	r.maxSGE = maxSGE
 	r.wqes = reuse(&old.rwqes, maxWR)

@@ -37,7 +37,7 @@ func (s *SRQ) RefillRecv() {
 // events, when set, receives EventSRQLimitReached.
 func NewSRQ(maxWR, maxSGE int, events func(Event)) *SRQ {
 	s := &SRQ{events: events}
-	s.ring.init(maxWR, maxSGE, nil)
+	s.ring.init(maxWR, maxSGE, &storage{})
 	return s
 }
 
