@@ -64,3 +64,23 @@ func TestPoolDrain(t *testing.T) {
 	b := p.Get(64)
 	assert.NotSame(t, &a[0], &b[0], "drained: new bytes")
 }
+
+// Each visits every slice held, whatever its length, and what it writes
+// is what Take hands out.
+func TestPoolEach(t *testing.T) {
+	p := Pool{Keep: 1 << 20}
+	p.Put(make([]byte, 64))
+	p.Put(make([]byte, 64))
+	p.Put(make([]byte, 100))
+	n := 0
+	p.Each(func(b []byte) {
+		n += len(b)
+		b[0] = 7
+	})
+	assert.Equal(t, 228, n)
+	for _, size := range []int{64, 64, 100} {
+		b, reused := p.Take(size)
+		assert.True(t, reused)
+		assert.Equal(t, byte(7), b[0])
+	}
+}
