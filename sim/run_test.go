@@ -71,3 +71,37 @@ func TestRunIPv6Switched(t *testing.T) {
 		}
 	}
 }
+
+// The responder posts receives only for workloads whose operations consume
+// them; either way every operation completes and every check holds.
+func TestReceivesOnlyWhereConsumed(t *testing.T) {
+	for _, tc := range []struct {
+		ops      string
+		receives bool
+	}{
+		{`"SEND": 1`, true},
+		{`"SEND_IMM": 1`, true},
+		{`"WRITE_IMM": 1`, true},
+		{`"WRITE": 1, "WRITE_IMM": 1`, true},
+		{`"WRITE": 1`, false},
+		{`"READ": 1`, false},
+		{`"CAS": 1, "FADD": 1`, false},
+		{`"WRITE": 2, "READ": 1, "FADD": 1`, false},
+	} {
+		t.Run(tc.ops, func(t *testing.T) {
+			posted, registered := -1, false
+			res, _ := runTampered(t, scen(tc.ops), func(run *runState) {
+				_, posted = run.flows[0].qb.Outstanding()
+				registered = run.flows[0].recv != nil
+			})
+			require.True(t, res.OK(), res.Failures())
+			assert.Equal(t, uint64(50), res.ByStatus["SUCCESS"])
+			assert.Equal(t, tc.receives, registered, "a receive region")
+			if tc.receives {
+				assert.Equal(t, 3, posted, "window 2: three receives posted")
+			} else {
+				assert.Zero(t, posted)
+			}
+		})
+	}
+}

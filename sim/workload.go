@@ -168,6 +168,18 @@ func (w *wlSpec) drawSize(r *fault.Rand) int {
 	return defaultSize
 }
 
+// receives reports whether the workload's operations consume receives
+// at the responder (a SEND or a WRITE with immediate): one that only
+// WRITEs, READs or runs atomics needs none posted.
+func (w *wlSpec) receives() bool {
+	for k := opKind(0); k < numOpKinds; k++ {
+		if k.message() && w.weights[k] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *wlSpec) drawOp(r *fault.Rand) opKind {
 	x := r.IntN(w.total)
 	for k := opKind(0); k < numOpKinds; k++ {
