@@ -17,9 +17,9 @@ const (
 )
 
 // arenaPool is the chunks runs gave back: 320 MiB at most, enough for the
-// library's largest run (incast-dcqcn-pfc: 290 MB, sixteen flows of four
-// 1 MiB messages in flight, each with its remote region and model), and
-// what a process running many seeds keeps beyond what its runs use.
+// library's largest run (incast-dcqcn-pfc: about 200 MB, sixteen flows of
+// four 1 MiB messages in flight, each with its remote region and model),
+// and what a process running many seeds keeps beyond what its runs use.
 var arenaPool = bytepool.Pool{Keep: 320 * arenaChunk}
 
 // arena is one run's: it carves byte slices out of its chunks.
