@@ -216,15 +216,6 @@ func (run *runState) newFlow(w *wlSpec, a, b *hostRT, k int, fa *flowArrival) (*
 	}
 	f.slot = (maxSize + 7) &^ 7
 	f.rdepth = w.RecvDepth
-	if !w.receives() {
-		// Nothing the requester posts consumes a receive: none posted,
-		// and no receive region to register and clear (80 MiB a run of
-		// incast-dcqcn-pfc's 1 MiB slots). A SEND that arrived anyway
-		// would be RNR NAKed, and a completion is an unknown WR. (A
-		// flows workload's flow still posts one, below, into its
-		// hosts' shared bulk regions: nothing to clear there.)
-		f.rdepth = 0
-	}
 	f.rslot = f.slot
 	if f.typ == qp.UD {
 		f.rslot += grhLen

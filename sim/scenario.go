@@ -249,10 +249,10 @@ type WorkloadSpec struct {
 	Rate   float64  `json:"rate,omitempty"`
 	Start  Duration `json:"start,omitempty"`
 	// RecvDepth is how many receives the responder keeps posted per QP
-	// (default Window+1; none when no operation consumes one: a workload
-	// without SEND, SEND_IMM and WRITE_IMM). RecvDelay, when set, makes
-	// the responder post each replacement receive this long after a
-	// receive completes: an RNR storm when it is slow.
+	// (default Window+1, or none when no operation consumes one: a
+	// workload without SEND, SEND_IMM and WRITE_IMM). RecvDelay, when
+	// set, makes the responder post each replacement receive this long
+	// after a receive completes: an RNR storm when it is slow.
 	RecvDepth int      `json:"recv_depth,omitempty"`
 	RecvDelay Duration `json:"recv_delay,omitempty"`
 	// MTU is the QPs' path MTU (default: the largest that fits the hosts).

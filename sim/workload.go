@@ -131,7 +131,11 @@ func resolveWorkload(i int, ws WorkloadSpec) (*wlSpec, error) {
 	if w.Window == 0 {
 		w.Window = 1
 	}
-	if w.RecvDepth == 0 {
+	if w.RecvDepth == 0 && w.receives() {
+		// A workload that only WRITEs, READs or runs atomics keeps none
+		// posted: no receive region to register and clear (80 MiB a run
+		// of incast-dcqcn-pfc's 1 MiB slots); a SEND that arrived anyway
+		// would be RNR NAKed, and a completion is an unknown WR.
 		w.RecvDepth = w.Window + 1
 	}
 	sz := w.Size
