@@ -40,32 +40,55 @@ func parallelOK(sc *Scenario) error {
 
 // shardRunner runs the switches' shard on a goroutine of its own: each
 // window end sent on start, it runs the shard's events before it and
-// answers on done.
+// answers on done. Until the next, it writes the event log's waiting
+// windows: the switches' shard has less to do than the hosts'.
 type shardRunner struct {
-	start chan netsim.Time
-	done  chan struct{}
+	start  chan netsim.Time
+	done   chan struct{}
+	exited chan struct{}
 }
 
-func startShard(n *netsim.Network, k int, rec *recorder) *shardRunner {
-	r := &shardRunner{start: make(chan netsim.Time, 1), done: make(chan struct{}, 1)}
+// startShard starts shard k's goroutine: log is the run's recorder (the
+// first shard's), whose windows it writes in its waits.
+func startShard(n *netsim.Network, k int, log *recorder) *shardRunner {
+	r := &shardRunner{start: make(chan netsim.Time, 1), done: make(chan struct{}, 1), exited: make(chan struct{})}
 	go func() {
-		for stop := range r.start {
-			runShard(n, k, stop, rec)
+		defer close(r.exited)
+		for {
+			var stop netsim.Time
+			var ok bool
+			select {
+			case stop, ok = <-r.start:
+			default:
+				if log.writeSome() {
+					continue
+				}
+				stop, ok = <-r.start
+			}
+			if !ok {
+				return
+			}
+			runShard(n, k, stop)
 			r.done <- struct{}{}
 		}
 	}()
 	return r
 }
 
+// stop ends the goroutine and waits until it has.
+func (r *shardRunner) stop() {
+	close(r.start)
+	<-r.exited
+}
+
 // runShard runs shard k's window until stop: the frames that crossed to it
-// in the last, then its events; then it formats the window's lines.
-func runShard(n *netsim.Network, k int, stop netsim.Time, rec *recorder) {
+// in the last, then its events.
+func runShard(n *netsim.Network, k int, stop netsim.Time) {
 	n.Import(k)
 	l := n.ShardLoop(k)
 	for l.Next() < stop {
 		l.Step()
 	}
-	rec.format()
 }
 
 // runParallel is RunWith's loop for a Parallel scenario: it runs windows
@@ -77,8 +100,8 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 	la := w.net.Lookahead()
 	var sr *shardRunner
 	if runtime.GOMAXPROCS(0) > 1 {
-		sr = startShard(w.net, w.swShard, w.swRec)
-		defer close(sr.start)
+		sr = startShard(w.net, w.swShard, w.rec)
+		defer sr.stop()
 	}
 	nextCheck := netsim.Never
 	if w.pfc {
@@ -102,14 +125,13 @@ func (run *runState) runParallel(end netsim.Time, rep *reporter) netsim.Time {
 		if sr != nil {
 			sr.start <- stop
 		} else {
-			runShard(w.net, w.swShard, stop, w.swRec)
+			runShard(w.net, w.swShard, stop)
 		}
 		w.net.Import(0)
 		for hl.Next() < stop {
 			hl.Step()
 			run.pollCM()
 		}
-		w.rec.format()
 		if sr != nil {
 			// Write the log's waiting windows while the switches run.
 		wait:

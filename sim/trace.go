@@ -35,28 +35,34 @@ type recorder struct {
 	closed bool
 
 	// In a sharded run (parallel.go) each shard has a recorder, and they
-	// hold their batches until a window ends; each shard formats its own
-	// lines, and the first shard's recorder merges them all by time and
-	// hashes them (window, writeSome) on its own goroutine, while it
-	// waits for the others.
+	// hold their batches until a window ends; the first shard's recorder
+	// queues them by window (window), to be formatted, merged by time and
+	// hashed (writeSome) by whichever shard's goroutine is waiting for the
+	// other.
 	windowed bool
 	held     []*traceBatch
 	peers    []*recorder // the other shards' recorders (the first shard's only)
-	// jobs are windows not yet written, in a sharded run: the first
-	// shard's goroutine writes them while it waits for the others
-	// (writeSome), so that no third goroutine takes a core from a shard.
-	jobs []traceJob
+	// jobs are windows not yet written, in a sharded run (the first
+	// shard's recorder only): written by the shards' goroutines in their
+	// waits, so that no third goroutine takes a core from a shard.
+	jobs chan traceJob
+	// writing is held while a window is taken from jobs and written, so
+	// that windows are written one at a time and in order.
+	writing sync.Mutex
 }
 
 // maxJobs bounds the windows waiting to be written: past it, the first
-// shard writes them before it runs on.
+// shard writes the oldest before it runs on.
 const maxJobs = 16
 
 // shard returns a recorder for another shard of a sharded run, which shares
 // r's writer; both hold their records until window.
 func (r *recorder) shard(loop *netsim.Loop) *recorder {
 	p := &recorder{loop: loop, w: r.w, windowed: true}
-	r.windowed = true
+	if !r.windowed {
+		r.windowed = true
+		r.jobs = make(chan traceJob, maxJobs)
+	}
 	r.peers = append(r.peers, p)
 	return p
 }
@@ -70,43 +76,33 @@ func (r *recorder) window() {
 		if k > 0 {
 			x = r.peers[k-1]
 		}
-		x.format()
+		if x.cur != nil && len(x.cur.recs) > 0 {
+			x.held = append(x.held, x.cur)
+			x.cur = nil
+		}
 		job.shards[k], x.held = x.held, nil
 	}
-	r.jobs = append(r.jobs, job)
-	for len(r.jobs) > maxJobs {
-		r.writeSome()
+	for {
+		select {
+		case r.jobs <- job:
+			return
+		default:
+			r.writeSome() // the queue is full
+		}
 	}
 }
 
 // writeSome writes the oldest window waiting, and reports whether there
-// was one.
+// was one. Either shard's goroutine may call it.
 func (r *recorder) writeSome() bool {
-	if len(r.jobs) == 0 {
+	r.writing.Lock()
+	defer r.writing.Unlock()
+	select {
+	case j := <-r.jobs:
+		r.w.do(j)
+		return true
+	default:
 		return false
-	}
-	r.w.do(r.jobs[0])
-	r.jobs[0] = traceJob{}
-	r.jobs = r.jobs[1:]
-	if len(r.jobs) == 0 {
-		r.jobs = r.jobs[:0:0]
-	}
-	return true
-}
-
-// format turns the records held so far into their lines, on the goroutine
-// of the recorder's shard (each shard formats its own at the end of its
-// window, so that the writer only merges and hashes).
-func (r *recorder) format() {
-	if r.cur != nil && len(r.cur.recs) > 0 {
-		r.held = append(r.held, r.cur)
-		r.cur = nil
-	}
-	for _, b := range r.held {
-		for i := len(b.ends); i < len(b.recs); i++ {
-			b.lines = b.recs[i].appendLine(b.lines, b.text)
-			b.ends = append(b.ends, int32(len(b.lines)))
-		}
 	}
 }
 

@@ -50,10 +50,6 @@ type traceRec struct {
 type traceBatch struct {
 	recs []traceRec
 	text []byte
-	// lines, in a sharded run, are the records' lines, formatted by the
-	// shard's own goroutine (recorder.format): rec i's is lines[ends[i-1]:ends[i]].
-	lines []byte
-	ends  []int32
 }
 
 // Batches: how many records or text bytes fill one, and how many exist (the
@@ -155,7 +151,7 @@ func (w *traceWriter) line(x *traceRec, text []byte) {
 // recycle returns a batch for the recorders to fill again (or, past those
 // the pool holds, to the batches of later runs).
 func (w *traceWriter) recycle(b *traceBatch) {
-	b.recs, b.text, b.lines, b.ends = b.recs[:0], b.text[:0], b.lines[:0], b.ends[:0]
+	b.recs, b.text = b.recs[:0], b.text[:0]
 	select {
 	case w.free <- b:
 	default:
@@ -165,8 +161,7 @@ func (w *traceWriter) recycle(b *traceBatch) {
 
 // merge writes a window's lines of every shard in order of time, the
 // earlier shard's first where times tie: each shard's records are in the
-// order its loop ran them, which never goes back in time. The shards
-// formatted their lines themselves.
+// order its loop ran them, which never goes back in time.
 func (w *traceWriter) merge(shards [][]*traceBatch) {
 	type cursor struct {
 		bs   []*traceBatch
@@ -187,9 +182,9 @@ func (w *traceWriter) merge(shards [][]*traceBatch) {
 		}
 		c := &cs[best]
 		b := c.bs[c.b]
-		// Take this shard's lines up to the next shard's in one copy:
-		// those before the others' heads (or at their time, for a head
-		// of a later shard).
+		// Take this shard's lines up to the next shard's: those before
+		// the others' heads (or at their time, for a head of a later
+		// shard).
 		limit := netsim.Never
 		for k := range cs {
 			if k != best {
@@ -202,15 +197,8 @@ func (w *traceWriter) merge(shards [][]*traceBatch) {
 		}
 		j := c.i
 		for j < len(b.recs) && b.recs[j].at < limit {
+			w.line(&b.recs[j], b.text)
 			j++
-		}
-		lo := int32(0)
-		if c.i > 0 {
-			lo = b.ends[c.i-1]
-		}
-		w.buf = append(w.buf, b.lines[lo:b.ends[j-1]]...)
-		if len(w.buf) >= flushAt {
-			w.flush()
 		}
 		c.i = j
 		if c.i == len(b.recs) {

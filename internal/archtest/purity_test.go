@@ -26,7 +26,7 @@ var pure = []struct {
 	{"sim", map[string]string{
 		"fuzz.go":     "the fault search runs seeds on every core, one simulation per goroutine; each run is pure",
 		"scenario.go": "Load reads a scenario file before the run; the run itself touches no file",
-		"parallel.go": "a Parallel scenario's switches run as a shard on a goroutine of their own, a window of virtual time at a time; " +
+		"parallel.go": "a Parallel scenario's switches run as a shard on a goroutine of their own, a window of virtual time at a time, and writes the event log's windows, in order, while it waits; " +
 			"a window's events depend only on the shards' states at its start, so the run is the same on one goroutine (TestParallelSameOnAnyCores)",
 		"tracewriter.go": "the event log's writer formats, hashes and writes records on a goroutine of its own, in the order the loop took them down; " +
 			"it reads nothing of the simulation, so no result can depend on it",
