@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/softroce/softroce/sim"
@@ -41,6 +42,7 @@ func newSimRunCmd() *cobra.Command {
 		report  string
 		every   time.Duration
 		hpccFCT string
+		cpuProf string
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -54,7 +56,9 @@ samples the run every --interval of virtual time and writes result.json,
 per-flow throughput and rate (flows.csv), queue depths (queues.csv), a
 summary and plots (PNG) into DIR; with a flows workload, FCTs (fct.csv,
 fct.txt in the HPCC simulator's format, fct.png), and with --compare-fct
-FILE the slowdown by size group beside that HPCC run's.
+FILE the slowdown by size group beside that HPCC run's. --cpuprofile
+writes a CPU profile of the run (Go's pprof format; bench/pgo.sh makes the
+binary's own profile-guided optimization from such profiles).
 
 Exit status: 0 when every invariant holds, 1 when one fails, 2 when the
 scenario cannot run.`,
@@ -95,7 +99,19 @@ scenario cannot run.`,
 				}
 				opt.Report = netsim.Time(every)
 			}
+			if cpuProf != "" {
+				f, err := open(cpuProf)
+				if err == nil {
+					err = pprof.StartCPUProfile(f)
+				}
+				if err != nil {
+					return exitError{exitTrouble, fmt.Errorf("--cpuprofile: %w", err)}
+				}
+			}
 			res, err := sim.RunWith(sc, seed, opt)
+			if cpuProf != "" {
+				pprof.StopCPUProfile()
+			}
 			if err != nil {
 				return exitError{exitTrouble, err}
 			}
@@ -141,6 +157,7 @@ scenario cannot run.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the full result as JSON")
 	cmd.Flags().StringVar(&report, "report", "", "write time series, CSVs, plots and a summary into this directory")
 	cmd.Flags().DurationVar(&every, "interval", 100*time.Microsecond, "sampling period of --report, in virtual time")
+	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run (pprof format) to this file")
 	cmd.Flags().StringVar(&hpccFCT, "compare-fct", "", "with --report: the HPCC ns-3 simulator's fct.txt for the same flows, set beside this run's in fct-compare.png and .txt")
 	return cmd
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +45,31 @@ func TestSimRun(t *testing.T) {
 	assert.Equal(t, "lossy-link", res.Scenario)
 	assert.Positive(t, res.ByStatus["SUCCESS"])
 	assert.NotEmpty(t, res.Invariants)
+}
+
+// TestSimRunCPUProfile: --cpuprofile writes a CPU profile of the run, in
+// pprof's format (a gzipped protocol buffer whose string table names the
+// sample types and the functions sampled; bench/pgo.sh reads it). The run
+// is one of the library's longer ones (about half a second), so that the
+// profiler's 100 samples a second surely catch it.
+func TestSimRunCPUProfile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cpu.pprof")
+	code, _, errOut := runCmd(t, "sim", "run", "../../testdata/scenarios/incast-dcqcn-pfc.json", "--cpuprofile", p)
+	require.Equal(t, 0, code, errOut)
+	f, err := os.Open(p)
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err, "a pprof profile is gzipped")
+	b, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "cpu")
+	assert.Contains(t, string(b), "nanoseconds")
+	assert.Contains(t, string(b), "sim.RunWith", "the run was sampled")
+
+	code, _, errOut = runCmd(t, "sim", "run", lossyScenario, "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--cpuprofile")
 }
 
 func TestSimRunErrors(t *testing.T) {
