@@ -6,7 +6,8 @@
 #   bash bench/simcost.sh [-n RUNS] [-l LL_BYTES] SCENARIO_REGEX REV...
 #
 # For each git revision (or "." for the working tree) it builds the sim
-# package's test binary and runs BenchmarkOneCore on the scenarios matching
+# package's test binary (with the revision's cmd/softroce/default.pgo, as
+# go build builds the softroce binary) and runs BenchmarkOneCore on the scenarios matching
 # SCENARIO_REGEX, RUNS times (default 10), under valgrind's cachegrind with
 # a 32 KiB first-level data cache and an 8 MiB last level (-l to change it:
 # a smaller one stands for a machine whose cache other programs share). It
@@ -57,7 +58,13 @@ for rev in "$@"; do
 		mkdir -p "$src"
 		git -C "$root" archive "$rev" | tar -x -C "$src"
 	fi
-	(cd "$src/sim" && go test -c -o "$tmp/sim-$name.test" .)
+	# Built as the softroce binary is: with the revision's profile for
+	# profile-guided optimization, where it has one (bench/pgo.sh).
+	pgo=off
+	if [ -f "$src/cmd/softroce/default.pgo" ]; then
+		pgo=$src/cmd/softroce/default.pgo
+	fi
+	(cd "$src/sim" && go test -c -pgo="$pgo" -o "$tmp/sim-$name.test" .)
 	out=$tmp/cg-$name.out
 	# The benchmark runs from the sim directory (it reads the scenarios
 	# from ../testdata), always the working tree's: the same scenarios
