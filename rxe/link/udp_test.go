@@ -16,6 +16,7 @@ import (
 	"github.com/softroce/softroce/packet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/internal/testenv"
@@ -315,9 +316,14 @@ func TestUDPLinkWireHeaderMatchesICRC(t *testing.T) {
 	testenv.Root(t)
 	lo, err := netIfIndex("lo")
 	require.NoError(t, err)
-	ps, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+	// The socket takes nothing until it is bound, and then only IPv4 from
+	// udpA: other packages' tests, run at the same time, filled an
+	// unfiltered one with their own loopback traffic until the kernel
+	// dropped this test's datagram (CI, 2026-12-07).
+	ps, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 	require.NoError(t, err)
 	defer unix.Close(ps)
+	attachSrcFilter(t, ps, udpA)
 	require.NoError(t, unix.Bind(ps, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: lo}))
 	require.NoError(t, unix.SetsockoptTimeval(ps, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}))
 
@@ -353,6 +359,27 @@ func TestUDPLinkWireHeaderMatchesICRC(t *testing.T) {
 		assert.True(t, f.ICRCOK(), "the ICRC the device computed holds on the wire")
 		return
 	}
+}
+
+// attachSrcFilter lets through packet socket fd only Ethernet frames of
+// IPv4 packets from src (a classic BPF filter).
+func attachSrcFilter(t *testing.T, fd int, src netip.Addr) {
+	a := src.As4()
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.ETH_P_IP, SkipFalse: 3},
+		bpf.LoadAbsolute{Off: 26, Size: 4}, // IPv4 source
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: binary.BigEndian.Uint32(a[:]), SkipFalse: 1},
+		bpf.RetConstant{Val: 1 << 16},
+		bpf.RetConstant{Val: 0},
+	})
+	require.NoError(t, err)
+	fs := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		fs[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	require.NoError(t, unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
+		&unix.SockFprog{Len: uint16(len(fs)), Filter: &fs[0]}))
 }
 
 func TestUDPLinkCloseUnblocksRecv(t *testing.T) {
