@@ -31,6 +31,9 @@
 // flow label, hop limit; UDP checksum; BTH byte 4), then the rest of the
 // packet; stored least significant byte first. The IPv4 header checksum and
 // the UDP checksum are what guard the masked IP fields; ParseIP checks them.
+// The CRC itself (UpdateCRC32) is hash/crc32's, but for slicing-by-8 where
+// carry-less multiplies are slow (an emulated processor) and a 256-bit
+// fold in assembly where they are wide (crcfold_amd64.s).
 //
 // Frames. Addressing holds the IP and UDP fields of a packet; AppendFrame,
 // AppendIPPacket and AppendUDPPayload build what rxe puts on the wire (UDP

@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,4 +24,18 @@ func TestICRCSlicingAgrees(t *testing.T) {
 		crcBodySlicing = true
 		require.Equal(t, lib, ComputeICRC(ipudp, tr), "transport of %d bytes", n)
 	}
+}
+
+// FuzzUpdateCRC32: UpdateCRC32 is crc32.Update with the IEEE table for any
+// state and bytes, whichever of its paths (slicing-by-8, hash/crc32's
+// folding, the 256-bit fold) the length and the processor choose.
+func FuzzUpdateCRC32(f *testing.F) {
+	f.Add(uint32(0), []byte("RoCE"))
+	f.Add(uint32(0xdebb20e3), make([]byte, 300))
+	f.Add(uint32(0xffffffff), make([]byte, 4096+28))
+	f.Fuzz(func(t *testing.T, crc uint32, p []byte) {
+		if got, want := UpdateCRC32(crc, p), crc32.Update(crc, crc32.IEEETable, p); got != want {
+			t.Fatalf("UpdateCRC32(%#x, %d bytes) = %#x, want %#x", crc, len(p), got, want)
+		}
+	})
 }
