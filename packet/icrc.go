@@ -114,6 +114,12 @@ func crcUpdateSmall(crc uint32, p []byte) uint32 {
 			t[4][crc>>24] ^ t[5][crc>>16&0xFF] ^ t[6][crc>>8&0xFF] ^ t[7][crc&0xFF]
 		p = p[8:]
 	}
+	if len(p) >= 4 {
+		// Four at once: an ACK's AETH, most of a short frame's tail.
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[0][crc>>24] ^ t[1][crc>>16&0xFF] ^ t[2][crc>>8&0xFF] ^ t[3][crc&0xFF]
+		p = p[4:]
+	}
 	for _, v := range p {
 		crc = t[0][byte(crc)^v] ^ crc>>8
 	}
