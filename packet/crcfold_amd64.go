@@ -30,6 +30,3 @@ var crcFoldWide = func() bool {
 	_, _, ecx, _ := cpuid(7, 0)
 	return ecx&(1<<10) != 0
 }()
-
-// crcFoldMin is the shortest input UpdateCRC32 gives foldAVX2.
-const crcFoldMin = 256

@@ -73,6 +73,10 @@ func UpdateCRC32(crc uint32, p []byte) uint32 {
 	return crcUpdateSmall(crc32.Update(crc, crc32.IEEETable, p[:k]), p[k:])
 }
 
+// crcFoldMin is the shortest input UpdateCRC32 gives foldAVX2 (which
+// takes two 128-byte blocks at least).
+const crcFoldMin = 256
+
 // crcBodySlicing makes UpdateCRC32 (and so ComputeICRC's payload) go
 // through slicing-by-8 rather than hash/crc32's: on a CPU whose carry-less multiply is slow
 // (QEMU's TCG emulates PCLMULQDQ in a helper, and there slicing-by-8, table
